@@ -1,0 +1,256 @@
+/* The engine's types and the calls that cross its files. See slab.c for the design essay. */
+#ifndef USLUB_INTERNAL_H
+#define USLUB_INTERNAL_H
+
+#include "size_classes.h"
+#include "stats.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <urcu/list.h>
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define noinline    __attribute__((noinline))
+
+/* ---- regions and page descriptors ------------------------------------------------ */
+
+/* A region is 256 MiB of address space, aligned to its size, so `p >> REGION_SHIFT`
+ * finds it in a flat table and `p & REGION_MASK` its page. The region's first 4 MiB hold
+ * one 64-byte descriptor per page (the kernel's vmemmap); the descriptors of those first
+ * pages are never used, so the region's own header sits there. */
+#define REGION_SHIFT   28
+#define REGION_SIZE    (1UL << REGION_SHIFT)
+#define REGION_MASK    (REGION_SIZE - 1)
+#define REGION_PAGES   (REGION_SIZE >> USLUB_PAGE_SHIFT)
+#define DESC_SHIFT     6
+#define FIRST_PAGE     ((REGION_PAGES << DESC_SHIFT) >> USLUB_PAGE_SHIFT)
+#define ADDR_BITS      47
+#define REGION_SLOTS   (1UL << (ADDR_BITS - REGION_SHIFT))
+#define MAX_BLOCK      (USLUB_PAGE_SIZE << USLUB_MAX_ORDER)
+#define MAX_NODES      1
+
+enum page_kind {
+	PAGE_UNUSED = 0, /* never handed out, or inside a free block: reads as zero */
+	PAGE_FREE,       /* head of a free buddy block */
+	PAGE_SLAB,       /* head or tail page of a slab */
+	PAGE_LARGE,      /* head or tail page of a large block */
+	PAGE_META,       /* the allocator's own (thread structs) */
+};
+
+/* Free-block flag: its pages may not be resident (never touched, or released). */
+#define PF_COLD       0x1
+/* Slab flag: on its node's partial list. */
+#define PF_ON_PARTIAL 0x2
+
+struct uslub_thread;
+
+/* The kernel's struct page / struct slab in one: every page has one, a slab's or a block's
+ * metadata lives in its first page's. */
+struct page_desc {
+	struct page_desc *head;            /* first page of this slab or block; NULL if free */
+	struct uslub_thread *owner;        /* thread holding (freezing) the slab, else NULL */
+	void *local_free;                  /* owner's frees: no atomics, owner only */
+	_Atomic uint64_t word;             /* remote freelist | inuse | frozen: see slab.c */
+	struct cds_list_head list;         /* node partial list, or buddy free list */
+	struct page_desc *next;            /* thread partial list */
+	uint32_t objects;                  /* slab: objects; large: pages asked for */
+	uint8_t order;
+	uint8_t kind;
+	uint8_t cls;
+	uint8_t flags;
+};
+_Static_assert(sizeof(struct page_desc) == (1 << DESC_SHIFT), "descriptor is 64 bytes");
+
+struct uslub_node;
+
+struct region {
+	struct uslub_node *node;
+	struct region *next;
+	size_t grown;                      /* pages [FIRST_PAGE, grown) belong to the buddy */
+};
+_Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits");
+
+extern struct region *uslub_region_table[REGION_SLOTS];
+
+static inline struct region *region_of(const void *p)
+{
+	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
+	return i < REGION_SLOTS ? uslub_region_table[i] : NULL;
+}
+
+static inline struct page_desc *page_desc_of(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	return (struct page_desc *)((a & ~REGION_MASK) +
+				    (((a & REGION_MASK) >> USLUB_PAGE_SHIFT) << DESC_SHIFT));
+}
+
+static inline void *page_address(const struct page_desc *d)
+{
+	uintptr_t a = (uintptr_t)d;
+	return (void *)((a & ~REGION_MASK) + (((a & REGION_MASK) >> DESC_SHIFT)
+					      << USLUB_PAGE_SHIFT));
+}
+
+/* ---- the page allocator (page_alloc.c) ------------------------------------------ */
+
+struct uslub_node {
+	pthread_mutex_t lock;
+	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
+	uint64_t nr_free[USLUB_MAX_ORDER + 1];
+	struct region *regions;            /* newest first; growth takes from the newest */
+	uint64_t free_pages;
+	uint64_t warm_free_pages;          /* free and probably resident */
+	/* counters, under lock */
+	uint64_t grows;
+	uint64_t nowait_misses;
+	uint64_t released_bytes;
+	uint64_t release_calls;
+	uint64_t region_count;
+};
+
+extern struct uslub_node uslub_nodes[MAX_NODES];
+extern _Atomic uint64_t uslub_mapped_bytes;  /* from the OS, resident or not */
+extern _Atomic uint64_t uslub_peak_mapped;
+
+enum {
+	GFP_NOWAIT = 0x1, /* no contended lock, no growing: only a block already free */
+	GFP_META = 0x2,
+};
+
+/* 2^order pages from node's buddy; NULL with errno ENOMEM when there is none. */
+struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp);
+void uslub_pages_free(struct page_desc *d, unsigned order);
+/* Pages [d, d + npages) back to the buddy as naturally aligned blocks. */
+void uslub_pages_free_range(struct page_desc *d, size_t npages);
+/* Take pages [d, d + npages) out of the free lists if all are free; 0 on success. */
+int uslub_pages_claim(struct page_desc *d, size_t npages);
+/* Release warm free pages to the OS until at most `keep` warm pages stay free. */
+size_t uslub_pages_release(unsigned node, uint64_t keep);
+void uslub_pages_lock_all(void);
+void uslub_pages_unlock_all(void);
+void uslub_pages_reinit_locks(void);
+/* Walk the buddy lists and check every invariant; 0 when consistent. For tests. */
+int uslub_pages_check(unsigned node);
+
+/* ---- caches, slabs, threads (slab.c, thread.c) ---------------------------------- */
+
+/* kmem_cache_node */
+struct cache_node {
+	pthread_mutex_t list_lock;
+	struct cds_list_head partial;
+	uint64_t nr_partial;
+};
+
+/* kmem_cache */
+struct uslub_cache {
+	char name[16];
+	uint32_t size;
+	uint32_t cls;
+	uint64_t recip;                    /* ceil(2^40 / size): offset / size by multiply */
+	uint32_t order;                    /* preferred (oo) */
+	uint32_t min_order;                /* fallback (min) */
+	uint32_t objects;                  /* per preferred slab */
+	uint32_t min_objects;              /* per fallback slab */
+	uint32_t cpu_partial_slabs;        /* bound of a thread's partial list */
+	uint32_t min_partial;              /* empty slabs a node keeps */
+	_Atomic uint64_t nr_slabs;
+	_Atomic uint64_t nr_slabs_by_order[USLUB_MAX_ORDER + 1];
+	_Atomic uint64_t total_objects;
+	uint64_t stat[USLUB_NR_STATS];     /* folded from exited threads, under stat_lock */
+	struct cache_node node[MAX_NODES];
+};
+
+extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
+
+#define RECIP_SHIFT 40
+
+/* kmem_cache_cpu: one per cache in each thread. */
+struct cache_cpu {
+	void *freelist;                    /* objects of `slab`, popped without atomics */
+	struct page_desc *slab;            /* frozen by this thread */
+	struct page_desc *partial;         /* more slabs frozen by this thread */
+	uint32_t nr_partial;
+	uint32_t pad;
+	uint64_t stat[USLUB_NR_STATS];
+};
+
+#define PCP_HIGH  64 /* order-0 pages a thread keeps */
+#define PCP_BATCH 16 /* moved at once to and from the buddy */
+
+struct uslub_thread {
+	struct cache_cpu cpu[USLUB_NR_CLASSES];
+	struct uslub_thread *reg_next, *reg_prev; /* registry, under uslub_registry_lock */
+	unsigned node;
+	unsigned pcp_count;
+	struct page_desc *pcp[PCP_HIGH];
+	uint64_t large_allocs, large_frees;
+	int state;                         /* THREAD_* */
+};
+
+enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };
+
+extern __thread struct uslub_thread *uslub_tls_thread;
+extern struct uslub_thread uslub_empty_thread;
+extern pthread_mutex_t uslub_registry_lock;
+extern struct uslub_thread *uslub_registry;
+extern pthread_mutex_t uslub_stat_lock;
+
+void *uslub_slab_alloc_slow(size_t size);
+void uslub_slab_free_slow(void *p);
+void *uslub_slab_alloc_class(unsigned cls);
+void uslub_caches_init(void);
+void uslub_thread_flush(struct uslub_thread *t);
+struct uslub_thread *uslub_thread_create(void);
+/* Order-0 pages through the thread's page cache. */
+struct page_desc *uslub_pcp_alloc(struct uslub_thread *t, unsigned node);
+void uslub_pcp_free(struct uslub_thread *t, struct page_desc *d);
+void uslub_pcp_drain(struct uslub_thread *t, unsigned keep);
+/* Frees from threads whose state is gone go through here, serialised. */
+extern pthread_mutex_t uslub_orphan_lock;
+extern struct uslub_thread uslub_orphan_thread;
+
+/* Reports a bad pointer and aborts. */
+__attribute__((noreturn)) void uslub_report_bad_free(const char *what, const char *func,
+						     const void *p, const struct uslub_cache *c);
+/* Where an object of `c` begins if `p` is one, else NULL. */
+void *uslub_slab_object_start(struct page_desc *s, const void *p);
+
+/* ---- large and huge (large.c) --------------------------------------------------- */
+
+#define HUGE_THRESHOLD MAX_BLOCK
+void *uslub_large_alloc(size_t size, size_t align, bool zero);
+void uslub_large_free(struct page_desc *d, void *p);
+size_t uslub_large_usable(struct page_desc *d);
+void *uslub_large_realloc(struct page_desc *d, void *p, size_t size);
+void *uslub_huge_alloc(size_t size, size_t align);
+/* Nonzero and the mapping's usable size if p is a huge block. */
+size_t uslub_huge_usable(const void *p);
+int uslub_huge_free(void *p);
+void *uslub_huge_realloc(void *p, size_t size);
+void uslub_huge_lock(void);
+void uslub_huge_unlock(void);
+void uslub_huge_reinit_lock(void);
+extern _Atomic uint64_t uslub_large_bytes;
+extern _Atomic uint64_t uslub_huge_bytes;
+extern _Atomic uint64_t uslub_peak_in_use;
+extern _Atomic uint64_t uslub_slab_bytes; /* pages in slabs */
+
+/* ---- start-up and statistics ---------------------------------------------------- */
+
+extern _Atomic int uslub_ready;
+void uslub_init_slow(void);
+static inline void uslub_init(void)
+{
+	if (unlikely(!atomic_load_explicit(&uslub_ready, memory_order_acquire)))
+		uslub_init_slow();
+}
+void uslub_stats_dump_at_exit(void);
+void uslub_stats_fold(struct uslub_thread *t);
+void uslub_note_in_use(void);
+
+#endif

@@ -1,0 +1,292 @@
+/* Large and huge blocks.
+ *
+ * Large (8 KiB < size <= 4 MiB): pages straight from the page allocator. The block is
+ * taken at the power-of-two order that fits and its unused tail pages go back at once
+ * (the kernel's alloc_pages_exact), so a 20 KiB request holds 5 pages, not 8. realloc
+ * grows a large block in place when the pages after it are free, and shrinks it in place.
+ *
+ * Huge (> 4 MiB): a mapping of its own, aligned to 2 MiB so transparent huge pages can
+ * back it, and moved with mremap when it grows. A small open-addressing table, itself
+ * mapped from the OS, records each one so free can tell a huge block from a foreign
+ * pointer. */
+#include "internal.h"
+#include "options.h"
+#include "os.h"
+
+#include <errno.h>
+#include <string.h>
+
+_Atomic uint64_t uslub_large_bytes;
+_Atomic uint64_t uslub_huge_bytes;
+_Atomic uint64_t uslub_peak_in_use;
+
+#define HUGE_ALIGN (2UL << 20)
+
+static size_t pages_for(size_t size)
+{
+	return (size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT;
+}
+
+static void mark_large(struct page_desc *d, size_t npages, size_t from)
+{
+	for (size_t i = from; i < npages; i++)
+		d[i].head = d;
+}
+
+void *uslub_large_alloc(size_t size, size_t align, bool zero)
+{
+	size_t npages = pages_for(size);
+	unsigned order = uslub_get_order(size);
+	unsigned align_order = align > USLUB_PAGE_SIZE ? uslub_get_order(align) : 0;
+	if (align_order > order)
+		order = align_order;
+	if (order > USLUB_MAX_ORDER)
+		return uslub_huge_alloc(size, align);
+
+	struct uslub_thread *t = uslub_tls_thread;
+	struct page_desc *d = uslub_pages_alloc(t->node, order, 0);
+	if (!d) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	bool cold = d->flags & PF_COLD;
+	if (npages < (1UL << order))
+		uslub_pages_free_range(d + npages, (1UL << order) - npages);
+	d->kind = PAGE_LARGE;
+	d->objects = (uint32_t)npages;
+	d->order = (uint8_t)order;
+	d->owner = NULL;
+	d->flags = 0;
+	mark_large(d, npages, 1);
+	__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
+	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
+	uslub_note_in_use();
+	void *p = page_address(d);
+	if (zero && !cold)
+		memset(p, 0, size);
+	return p;
+}
+
+void uslub_large_free(struct page_desc *d, void *p)
+{
+	if (p != page_address(d))
+		uslub_report_bad_free("invalid pointer", "free", p, NULL);
+	size_t npages = d->objects;
+	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
+	d->kind = PAGE_UNUSED;
+	uslub_pages_free_range(d, npages);
+}
+
+size_t uslub_large_usable(struct page_desc *d)
+{
+	return (size_t)d->objects << USLUB_PAGE_SHIFT;
+}
+
+/* In place or NULL; the caller moves the block when this fails. */
+void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
+{
+	size_t old = d->objects, npages = pages_for(size);
+	if (npages == old)
+		return p;
+	if (npages < old) {
+		uslub_pages_free_range(d + npages, old - npages);
+		d->objects = (uint32_t)npages;
+		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
+		return p;
+	}
+	if (size > HUGE_THRESHOLD || uslub_pages_claim(d + old, npages - old) != 0)
+		return NULL;
+	mark_large(d, npages, old);
+	d->objects = (uint32_t)npages;
+	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
+	uslub_note_in_use();
+	return p;
+}
+
+/* ---- huge ------------------------------------------------------------------------ */
+
+struct huge_entry {
+	uintptr_t addr; /* 0: empty; 1: deleted */
+	size_t len;
+};
+
+static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct huge_entry *huge_table;
+static size_t huge_cap, huge_used, huge_tombs;
+
+static size_t huge_hash(uintptr_t a, size_t cap)
+{
+	return (size_t)((a >> 21) * 0x9E3779B97F4A7C15ULL) & (cap - 1);
+}
+
+static struct huge_entry *huge_find(uintptr_t a)
+{
+	if (!huge_cap)
+		return NULL;
+	for (size_t i = huge_hash(a, huge_cap);; i = (i + 1) & (huge_cap - 1)) {
+		if (huge_table[i].addr == a)
+			return &huge_table[i];
+		if (huge_table[i].addr == 0)
+			return NULL;
+	}
+}
+
+static int huge_insert(uintptr_t a, size_t len)
+{
+	if ((huge_used + huge_tombs + 1) * 2 > huge_cap) {
+		size_t cap = huge_cap ? huge_cap * 2 : 512;
+		if (huge_used * 4 < huge_cap)
+			cap = huge_cap; /* mostly tombstones: rebuild at the same size */
+		struct huge_entry *t = uslub_os_map(cap * sizeof(*t));
+		if (!t)
+			return -1;
+		for (size_t i = 0; i < huge_cap; i++) {
+			uintptr_t x = huge_table[i].addr;
+			if (x > 1) {
+				size_t j = huge_hash(x, cap);
+				while (t[j].addr)
+					j = (j + 1) & (cap - 1);
+				t[j] = huge_table[i];
+			}
+		}
+		if (huge_table)
+			uslub_os_unmap(huge_table, huge_cap * sizeof(*t));
+		huge_table = t;
+		huge_cap = cap;
+		huge_tombs = 0;
+	}
+	size_t i = huge_hash(a, huge_cap);
+	while (huge_table[i].addr > 1)
+		i = (i + 1) & (huge_cap - 1);
+	if (huge_table[i].addr == 1)
+		huge_tombs--;
+	huge_table[i].addr = a;
+	huge_table[i].len = len;
+	huge_used++;
+	return 0;
+}
+
+static void huge_erase(struct huge_entry *e)
+{
+	e->addr = 1;
+	huge_used--;
+	huge_tombs++;
+}
+
+static bool over_limit(size_t len)
+{
+	uint64_t limit = uslub_config.mem_limit;
+	return limit && atomic_load(&uslub_mapped_bytes) + len > limit;
+}
+
+void *uslub_huge_alloc(size_t size, size_t align)
+{
+	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
+	if (over_limit(len)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t a = align > HUGE_ALIGN ? align : HUGE_ALIGN;
+	void *p = uslub_os_reserve(len, a);
+	if (!p) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&huge_lock);
+	int rc = huge_insert((uintptr_t)p, len);
+	pthread_mutex_unlock(&huge_lock);
+	if (rc) {
+		uslub_os_unmap(p, len);
+		errno = ENOMEM;
+		return NULL;
+	}
+	atomic_fetch_add(&uslub_huge_bytes, len);
+	atomic_fetch_add(&uslub_mapped_bytes, len);
+	uslub_note_in_use();
+	return p;
+}
+
+size_t uslub_huge_usable(const void *p)
+{
+	pthread_mutex_lock(&huge_lock);
+	struct huge_entry *e = huge_find((uintptr_t)p);
+	size_t len = e ? e->len : 0;
+	pthread_mutex_unlock(&huge_lock);
+	return len;
+}
+
+int uslub_huge_free(void *p)
+{
+	pthread_mutex_lock(&huge_lock);
+	struct huge_entry *e = huge_find((uintptr_t)p);
+	if (!e) {
+		pthread_mutex_unlock(&huge_lock);
+		return 0;
+	}
+	size_t len = e->len;
+	huge_erase(e);
+	pthread_mutex_unlock(&huge_lock);
+	uslub_os_unmap(p, len);
+	atomic_fetch_sub(&uslub_huge_bytes, len);
+	atomic_fetch_sub(&uslub_mapped_bytes, len);
+	return 1;
+}
+
+/* Grow or shrink with mremap; NULL (errno ENOMEM) leaves the block as it was. */
+void *uslub_huge_realloc(void *p, size_t size)
+{
+	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
+	pthread_mutex_lock(&huge_lock);
+	struct huge_entry *e = huge_find((uintptr_t)p);
+	size_t old = e->len;
+	if (len == old) {
+		pthread_mutex_unlock(&huge_lock);
+		return p;
+	}
+	if (len > old && over_limit(len - old)) {
+		pthread_mutex_unlock(&huge_lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *q = uslub_os_remap(p, old, len);
+	if (!q) {
+		pthread_mutex_unlock(&huge_lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	huge_erase(e);
+	huge_insert((uintptr_t)q, len); /* cannot fail: a slot was just freed */
+	pthread_mutex_unlock(&huge_lock);
+	if (len > old) {
+		atomic_fetch_add(&uslub_huge_bytes, len - old);
+		atomic_fetch_add(&uslub_mapped_bytes, len - old);
+	} else {
+		atomic_fetch_sub(&uslub_huge_bytes, old - len);
+		atomic_fetch_sub(&uslub_mapped_bytes, old - len);
+	}
+	uslub_note_in_use();
+	return q;
+}
+
+void uslub_huge_lock(void)
+{
+	pthread_mutex_lock(&huge_lock);
+}
+
+void uslub_huge_unlock(void)
+{
+	pthread_mutex_unlock(&huge_lock);
+}
+
+void uslub_huge_reinit_lock(void)
+{
+	pthread_mutex_init(&huge_lock, NULL);
+}

@@ -1,0 +1,207 @@
+#include "options.h"
+
+#include "print.h"
+#include "size_classes.h"
+
+#include <stddef.h>
+#include <string.h>
+
+struct uslub_config uslub_config;
+
+enum opt_kind { OPT_UINT, OPT_BYTES, OPT_CHOICE, OPT_PATH };
+
+struct option_desc {
+	const char *name;
+	enum opt_kind kind;
+	size_t offset;       /* into struct uslub_config */
+	uint64_t def;
+	uint64_t min, max;   /* OPT_UINT range */
+	const char *choices; /* OPT_CHOICE: '|'-separated words, value = index */
+	const char *help;
+};
+
+#define CFG(field) offsetof(struct uslub_config, field)
+
+static const struct option_desc options[] = {
+	{"USLUB_MIN_ORDER", OPT_UINT, CFG(min_order), 0, 0, USLUB_MAX_ORDER, NULL,
+	 "lowest order a cache's preferred slab order may be (slub_min_order)"},
+	{"USLUB_MAX_ORDER", OPT_UINT, CFG(max_order), 3, 0, USLUB_MAX_ORDER, NULL,
+	 "highest order a cache's preferred slab order may be (slub_max_order)"},
+	{"USLUB_MIN_OBJECTS", OPT_UINT, CFG(min_objects), 0, 0, USLUB_MAX_OBJS, NULL,
+	 "objects per slab the order calculation aims for; 0 = 4 * (fls(cpus) + 1)"},
+	{"USLUB_HIGH_ORDER", OPT_CHOICE, CFG(high_order_wait), 0, 0, 0, "nowait|wait",
+	 "nowait: try the preferred order, else take the minimum at once; wait: block for it"},
+	{"USLUB_MEM_LIMIT", OPT_BYTES, CFG(mem_limit), 0, 0, 0, NULL,
+	 "cap on memory taken from the OS (K/M/G suffixes); 0 = none"},
+	{"USLUB_STATS", OPT_CHOICE, CFG(stats), 0, 0, 0, "0|1|json|text",
+	 "dump statistics at exit: 1 or text for the table, json for JSON"},
+	{"USLUB_STATS_FILE", OPT_PATH, CFG(stats_file), 0, 0, 0, NULL,
+	 "where the dump goes (%p becomes the pid); default stderr"},
+	{"USLUB_VERBOSE", OPT_UINT, CFG(verbose), 0, 0, 1, NULL,
+	 "1 prints the effective settings at start-up"},
+};
+
+#define NR_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+static unsigned *uint_field(const struct option_desc *o)
+{
+	return (unsigned *)((char *)&uslub_config + o->offset);
+}
+
+static int parse_uint(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_bytes(const char *s, uint64_t *out)
+{
+	char digits[32];
+	size_t n = strlen(s);
+	unsigned shift = 0;
+	if (n == 0 || n >= sizeof(digits))
+		return -1;
+	memcpy(digits, s, n + 1);
+	char last = digits[n - 1];
+	if (last == 'b' || last == 'B')
+		digits[--n] = '\0', last = n ? digits[n - 1] : '\0';
+	switch (last) {
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	case 't': case 'T': shift = 40; break;
+	}
+	if (shift)
+		digits[--n] = '\0';
+	uint64_t v;
+	if (parse_uint(digits, &v) || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+static int parse_choice(const char *s, const char *choices, uint64_t *out)
+{
+	size_t len = strlen(s);
+	uint64_t idx = 0;
+	for (const char *c = choices; *c; idx++) {
+		const char *end = strchr(c, '|');
+		size_t n = end ? (size_t)(end - c) : strlen(c);
+		if (n == len && memcmp(c, s, n) == 0) {
+			*out = idx;
+			return 0;
+		}
+		if (!end)
+			break;
+		c = end + 1;
+	}
+	return -1;
+}
+
+static void set_default(const struct option_desc *o)
+{
+	if (o->kind == OPT_BYTES)
+		*(uint64_t *)((char *)&uslub_config + o->offset) = o->def;
+	else if (o->kind == OPT_PATH)
+		((char *)&uslub_config + o->offset)[0] = '\0';
+	else
+		*uint_field(o) = (unsigned)o->def;
+}
+
+static void apply(const struct option_desc *o, const char *value)
+{
+	uint64_t v = 0;
+	switch (o->kind) {
+	case OPT_UINT:
+		if (parse_uint(value, &v) == 0 && v >= o->min && v <= o->max) {
+			*uint_field(o) = (unsigned)v;
+			return;
+		}
+		uslub_message("uslub: %s=%s is not a number in %lu..%lu; using %lu\n", o->name,
+			      value, (unsigned long)o->min, (unsigned long)o->max,
+			      (unsigned long)o->def);
+		return;
+	case OPT_BYTES:
+		if (parse_bytes(value, &v) == 0) {
+			*(uint64_t *)((char *)&uslub_config + o->offset) = v;
+			return;
+		}
+		uslub_message("uslub: %s=%s is not a size (like 512M); using none\n", o->name,
+			      value);
+		return;
+	case OPT_CHOICE:
+		if (parse_choice(value, o->choices, &v) == 0) {
+			*uint_field(o) = (unsigned)v;
+			return;
+		}
+		uslub_message("uslub: %s=%s is not one of %s; using the default\n", o->name,
+			      value, o->choices);
+		return;
+	case OPT_PATH: {
+		size_t n = strlen(value);
+		char *dst = (char *)&uslub_config + o->offset;
+		if (n < sizeof(uslub_config.stats_file)) {
+			memcpy(dst, value, n + 1);
+			return;
+		}
+		uslub_message("uslub: %s is longer than %zu bytes; using stderr\n", o->name,
+			      sizeof(uslub_config.stats_file) - 1);
+		return;
+	}
+	}
+}
+
+void uslub_options_init(char **env)
+{
+	for (size_t i = 0; i < NR_OPTIONS; i++)
+		set_default(&options[i]);
+	for (char **e = env; e && *e; e++) {
+		if (strncmp(*e, "USLUB_", 6) != 0)
+			continue;
+		for (size_t i = 0; i < NR_OPTIONS; i++) {
+			size_t n = strlen(options[i].name);
+			if (strncmp(*e, options[i].name, n) == 0 && (*e)[n] == '=')
+				apply(&options[i], *e + n + 1);
+		}
+	}
+	/* "json" and "text" are spelled out in the choice list after 0 and 1. */
+	if (uslub_config.stats == 3)
+		uslub_config.stats = USLUB_STATS_TEXT;
+	else if (uslub_config.stats == 2)
+		uslub_config.stats = USLUB_STATS_JSON;
+	if (uslub_config.min_order > uslub_config.max_order) {
+		uslub_message("uslub: USLUB_MIN_ORDER=%u is above USLUB_MAX_ORDER=%u; "
+			      "using max order %u\n",
+			      uslub_config.min_order, uslub_config.max_order,
+			      uslub_config.min_order);
+		uslub_config.max_order = uslub_config.min_order;
+	}
+}
+
+void uslub_options_print(int fd)
+{
+	struct uslub_out o;
+	uslub_out_init(&o, fd);
+	for (size_t i = 0; i < NR_OPTIONS; i++) {
+		const struct option_desc *d = &options[i];
+		uslub_printf(&o, "uslub: %-18s = ", d->name);
+		if (d->kind == OPT_BYTES)
+			uslub_printf(&o, "%lu",
+				     (unsigned long)*(uint64_t *)((char *)&uslub_config +
+								   d->offset));
+		else if (d->kind == OPT_PATH)
+			uslub_printf(&o, "%s", (char *)&uslub_config + d->offset);
+		else
+			uslub_printf(&o, "%u", *uint_field(d));
+		uslub_printf(&o, "  (%s)\n", d->help);
+	}
+	uslub_out_flush(&o);
+}

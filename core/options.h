@@ -1,0 +1,30 @@
+/* Settings: one table (name, default, range, description), read once at start-up from
+ * `environ` - never getenv, which may not be ready when the first malloc comes from the
+ * dynamic loader - and frozen into uslub_config. A bad value prints one line naming the
+ * variable and the value used instead, and the program runs on. */
+#ifndef USLUB_OPTIONS_H
+#define USLUB_OPTIONS_H
+
+#include <stdint.h>
+
+enum uslub_stats_mode { USLUB_STATS_OFF, USLUB_STATS_TEXT, USLUB_STATS_JSON };
+
+struct uslub_config {
+	unsigned min_order;
+	unsigned max_order;
+	unsigned min_objects; /* 0: the kernel's rule on CPU count */
+	unsigned high_order_wait;
+	uint64_t mem_limit; /* 0: none */
+	unsigned stats;     /* enum uslub_stats_mode */
+	unsigned verbose;
+	char stats_file[256];
+};
+
+extern struct uslub_config uslub_config;
+
+/* Parse `env` (a NULL-terminated environ-style array) into uslub_config. */
+void uslub_options_init(char **env);
+/* Print the effective settings, one per line, to fd. */
+void uslub_options_print(int fd);
+
+#endif

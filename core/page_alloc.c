@@ -1,0 +1,431 @@
+/* The page allocator: the kernel's buddy system over regions of reserved address space.
+ *
+ * Each node owns regions of 256 MiB. A region hands its pages to the buddy in blocks of
+ * 2^10 pages as the node grows ("grown" is the high-water mark); nothing is resident until
+ * a page is touched. Free blocks sit on one list per order, warm ones (recently used, so
+ * probably resident) at the head and cold ones (never touched, or handed back with
+ * MADV_DONTNEED) at the tail, so allocation reuses warm memory first.
+ *
+ * A free block is marked in its first page's descriptor (kind PAGE_FREE and its order);
+ * the descriptors inside it are clear, so a stale pointer into a free block never looks
+ * like a slab. Merging needs no bounds checks: the buddy of a block below order 10 lies in
+ * the same 2^10-page chunk, and the descriptors of chunks not yet grown read as zero.
+ *
+ * Memory handed back to the OS is subtracted from uslub_mapped_bytes and added again when
+ * a block that holds it is used; USLUB_MEM_LIMIT bounds that figure. */
+#include "internal.h"
+#include "options.h"
+#include "os.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Flag of a free block whose pages are not counted in uslub_mapped_bytes. */
+#define PF_RELEASED 0x4
+
+struct region *uslub_region_table[REGION_SLOTS];
+struct uslub_node uslub_nodes[MAX_NODES];
+_Atomic uint64_t uslub_mapped_bytes;
+_Atomic uint64_t uslub_peak_mapped;
+
+/* Warm free memory beyond this is handed back to the OS at free time (mallopt's
+ * M_TRIM_THRESHOLD sets it); half of it is kept. */
+uint64_t uslub_trim_threshold = 32UL << 20;
+
+static inline uint64_t block_bytes(unsigned order)
+{
+	return USLUB_PAGE_SIZE << order;
+}
+
+static inline uintptr_t page_index(const struct page_desc *d)
+{
+	return ((uintptr_t)d & REGION_MASK) >> DESC_SHIFT;
+}
+
+static inline struct page_desc *buddy_of(struct page_desc *d, unsigned order)
+{
+	uintptr_t a = (uintptr_t)d;
+	return (struct page_desc *)(a ^ ((uintptr_t)1 << (order + DESC_SHIFT)));
+}
+
+static void mapped_add(uint64_t bytes)
+{
+	uint64_t now = atomic_fetch_add(&uslub_mapped_bytes, bytes) + bytes;
+	uint64_t peak = atomic_load(&uslub_peak_mapped);
+	while (now > peak && !atomic_compare_exchange_weak(&uslub_peak_mapped, &peak, now))
+		;
+}
+
+static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned order,
+			unsigned flags)
+{
+	d->kind = PAGE_FREE;
+	d->order = (uint8_t)order;
+	d->flags = (uint8_t)flags;
+	d->head = NULL;
+	d->owner = NULL;
+	if (flags & PF_COLD) {
+		cds_list_add_tail(&d->list, &n->free_area[order]);
+	} else {
+		cds_list_add(&d->list, &n->free_area[order]);
+		n->warm_free_pages += 1UL << order;
+	}
+	n->nr_free[order]++;
+	n->free_pages += 1UL << order;
+}
+
+static void list_remove(struct uslub_node *n, struct page_desc *d)
+{
+	unsigned order = d->order;
+	cds_list_del(&d->list);
+	n->nr_free[order]--;
+	n->free_pages -= 1UL << order;
+	if (!(d->flags & PF_COLD))
+		n->warm_free_pages -= 1UL << order;
+	d->kind = PAGE_UNUSED;
+}
+
+/* Put one naturally aligned block back and merge it with free buddies, under the lock. */
+static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order,
+		     unsigned flags)
+{
+	while (order < USLUB_MAX_ORDER) {
+		struct page_desc *b = buddy_of(d, order);
+		if (b->kind != PAGE_FREE || b->order != order)
+			break;
+		list_remove(n, b);
+		/* Merged halves: cold only if both are; released (uncounted) only if both
+		 * are, otherwise the released half is counted as mapped again. */
+		if ((flags ^ b->flags) & PF_RELEASED)
+			mapped_add(block_bytes(order));
+		flags &= b->flags;
+		if (b < d) {
+			d->kind = PAGE_UNUSED;
+			d = b;
+		}
+		order++;
+	}
+	list_insert(n, d, order, flags);
+}
+
+static struct region *region_new(struct uslub_node *n)
+{
+	void *base = uslub_os_reserve(REGION_SIZE, REGION_SIZE);
+	if (!base)
+		return NULL;
+	if (((uintptr_t)base >> REGION_SHIFT) >= REGION_SLOTS) {
+		uslub_os_unmap(base, REGION_SIZE);
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct region *r = base;
+	r->node = n;
+	r->grown = FIRST_PAGE;
+	r->next = n->regions;
+	n->regions = r;
+	n->region_count++;
+	atomic_store_explicit(&uslub_region_table[(uintptr_t)base >> REGION_SHIFT], r,
+			      memory_order_release);
+	return r;
+}
+
+/* Add a block of at least 2^min_order pages to the node, under the lock: the only step
+ * that takes more memory from the OS. */
+static int grow(struct uslub_node *n, unsigned min_order)
+{
+	struct region *r = n->regions;
+	if (!r || r->grown + (1UL << min_order) > REGION_PAGES) {
+		r = region_new(n);
+		if (!r)
+			return -1;
+	}
+	unsigned order = USLUB_MAX_ORDER;
+	/* Keep blocks naturally aligned after a smaller step taken near the limit. */
+	while (order > min_order && (r->grown & ((1UL << order) - 1)))
+		order--;
+	uint64_t limit = uslub_config.mem_limit;
+	if (limit) {
+		uint64_t mapped = atomic_load(&uslub_mapped_bytes);
+		while (order > min_order && mapped + block_bytes(order) > limit)
+			order--;
+		if (mapped + block_bytes(order) > limit) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	struct page_desc *d = (struct page_desc *)((uintptr_t)r + (r->grown << DESC_SHIFT));
+	r->grown += 1UL << order;
+	n->grows++;
+	mapped_add(block_bytes(order));
+	free_one(n, d, order, PF_COLD);
+	return 0;
+}
+
+struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
+{
+	struct uslub_node *n = &uslub_nodes[node];
+	if (gfp & GFP_NOWAIT) {
+		if (pthread_mutex_trylock(&n->lock) != 0) {
+			__atomic_fetch_add(&n->nowait_misses, 1, __ATOMIC_RELAXED);
+			return NULL;
+		}
+	} else {
+		pthread_mutex_lock(&n->lock);
+	}
+	unsigned o;
+	struct page_desc *d = NULL;
+	for (;;) {
+		for (o = order; o <= USLUB_MAX_ORDER; o++) {
+			if (!cds_list_empty(&n->free_area[o])) {
+				d = cds_list_entry(n->free_area[o].next, struct page_desc, list);
+				break;
+			}
+		}
+		if (d)
+			break;
+		if (gfp & GFP_NOWAIT) {
+			n->nowait_misses++;
+			pthread_mutex_unlock(&n->lock);
+			return NULL;
+		}
+		if (grow(n, order) != 0) {
+			pthread_mutex_unlock(&n->lock);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	unsigned flags = d->flags;
+	list_remove(n, d);
+	while (o > order) {
+		o--;
+		list_insert(n, d + (1UL << o), o, flags);
+	}
+	if (flags & PF_RELEASED) {
+		/* The halves split off above stay uncounted; only this block returns. */
+		mapped_add(block_bytes(order));
+	}
+	pthread_mutex_unlock(&n->lock);
+	d->flags = (uint8_t)(flags & PF_COLD);
+	d->order = (uint8_t)order;
+	return d;
+}
+
+static void clear_tails(struct page_desc *d, size_t npages)
+{
+	for (size_t i = 1; i < npages; i++)
+		d[i].head = NULL;
+}
+
+static void free_range_locked(struct uslub_node *n, struct page_desc *d, size_t npages,
+			      unsigned flags)
+{
+	uintptr_t idx = page_index(d);
+	while (npages) {
+		unsigned o = 0;
+		while (o < USLUB_MAX_ORDER && !(idx & (1UL << o)) && (2UL << o) <= npages)
+			o++;
+		free_one(n, d, o, flags);
+		d += 1UL << o;
+		idx += 1UL << o;
+		npages -= 1UL << o;
+	}
+}
+
+static void maybe_release(struct uslub_node *n)
+{
+	if (n->warm_free_pages << USLUB_PAGE_SHIFT > uslub_trim_threshold)
+		uslub_pages_release((unsigned)(n - uslub_nodes),
+				    (uslub_trim_threshold / 2) >> USLUB_PAGE_SHIFT);
+}
+
+void uslub_pages_free_range(struct page_desc *d, size_t npages)
+{
+	struct uslub_node *n = region_of(d)->node;
+	clear_tails(d, npages);
+	d->owner = NULL;
+	pthread_mutex_lock(&n->lock);
+	free_range_locked(n, d, npages, 0);
+	pthread_mutex_unlock(&n->lock);
+	maybe_release(n);
+}
+
+void uslub_pages_free(struct page_desc *d, unsigned order)
+{
+	uslub_pages_free_range(d, 1UL << order);
+}
+
+/* The free block that holds page `d`, or NULL if the page is in use. */
+static struct page_desc *free_block_of(struct page_desc *d)
+{
+	uintptr_t idx = page_index(d);
+	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
+		uintptr_t start = idx & ~((1UL << o) - 1);
+		if (start < FIRST_PAGE)
+			return NULL;
+		struct page_desc *h = d - (idx - start);
+		if (h->kind == PAGE_FREE && h->order == o)
+			return h;
+	}
+	return NULL;
+}
+
+int uslub_pages_claim(struct page_desc *d, size_t npages)
+{
+	struct region *r = region_of(d);
+	struct uslub_node *n = r->node;
+	if (page_index(d) + npages > r->grown)
+		return -1;
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < npages;) {
+		struct page_desc *h = free_block_of(d + i);
+		if (!h) {
+			pthread_mutex_unlock(&n->lock);
+			return -1;
+		}
+		i = (size_t)(h + (1UL << h->order) - d);
+	}
+	for (size_t i = 0; i < npages;) {
+		struct page_desc *h = free_block_of(d + i);
+		unsigned flags = h->flags;
+		size_t len = 1UL << h->order;
+		list_remove(n, h);
+		if (flags & PF_RELEASED)
+			mapped_add(block_bytes(h->order));
+		flags &= PF_COLD;
+		/* Give back what lies outside the claimed range. */
+		if (h < d)
+			free_range_locked(n, h, (size_t)(d - h), flags);
+		struct page_desc *end = h + len;
+		if (end > d + npages)
+			free_range_locked(n, d + npages, (size_t)(end - (d + npages)), flags);
+		i = (size_t)(end - d);
+	}
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+/* Descriptors inside a free block describe nothing; those filling whole pages after the
+ * block's first descriptor page are handed back too, so a trimmed heap keeps ~1/64 of
+ * nothing rather than 1/64 of its peak. */
+static void release_descriptors(struct page_desc *d, unsigned order)
+{
+	uintptr_t first = ((uintptr_t)d + USLUB_PAGE_SIZE) & ~(USLUB_PAGE_SIZE - 1);
+	uintptr_t end = (uintptr_t)(d + (1UL << order));
+	if (end > first)
+		uslub_os_release((void *)first, end - first);
+}
+
+size_t uslub_pages_release(unsigned node, uint64_t keep)
+{
+	struct uslub_node *n = &uslub_nodes[node];
+	struct page_desc *batch = NULL;
+	size_t released = 0;
+
+	pthread_mutex_lock(&n->lock);
+	for (int o = USLUB_MAX_ORDER; o >= 0 && n->warm_free_pages > keep; o--) {
+		struct page_desc *d, *tmp;
+		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list) {
+			if (d->flags & PF_COLD)
+				break; /* cold ones are at the tail */
+			if (n->warm_free_pages <= keep)
+				break;
+			list_remove(n, d);
+			d->order = (uint8_t)o;
+			d->next = batch;
+			batch = d;
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+
+	/* madvise outside the lock: other threads keep allocating meanwhile. */
+	struct page_desc *done = batch;
+	for (struct page_desc *d = batch; d; d = d->next) {
+		uint64_t bytes = block_bytes(d->order);
+		if (uslub_os_release(page_address(d), bytes) == 0) {
+			d->flags = PF_COLD | PF_RELEASED;
+			released += bytes;
+			release_descriptors(d, d->order);
+		} else {
+			d->flags = 0;
+		}
+	}
+	if (!done)
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	while (done) {
+		struct page_desc *next = done->next;
+		done->next = NULL;
+		if (done->flags & PF_RELEASED)
+			atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(done->order));
+		free_one(n, done, done->order, done->flags);
+		done = next;
+	}
+	n->released_bytes += released;
+	n->release_calls++;
+	pthread_mutex_unlock(&n->lock);
+	return released;
+}
+
+void uslub_pages_lock_all(void)
+{
+	for (unsigned i = 0; i < MAX_NODES; i++)
+		pthread_mutex_lock(&uslub_nodes[i].lock);
+}
+
+void uslub_pages_unlock_all(void)
+{
+	for (unsigned i = 0; i < MAX_NODES; i++)
+		pthread_mutex_unlock(&uslub_nodes[i].lock);
+}
+
+void uslub_pages_reinit_locks(void)
+{
+	for (unsigned i = 0; i < MAX_NODES; i++)
+		pthread_mutex_init(&uslub_nodes[i].lock, NULL);
+}
+
+void uslub_pages_init(void)
+{
+	for (unsigned i = 0; i < MAX_NODES; i++) {
+		struct uslub_node *n = &uslub_nodes[i];
+		pthread_mutex_init(&n->lock, NULL);
+		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
+			CDS_INIT_LIST_HEAD(&n->free_area[o]);
+	}
+}
+
+int uslub_pages_check(unsigned node)
+{
+	struct uslub_node *n = &uslub_nodes[node];
+	uint64_t free_pages = 0, warm = 0;
+	int bad = 0;
+	pthread_mutex_lock(&n->lock);
+	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
+		uint64_t count = 0;
+		struct page_desc *d;
+		cds_list_for_each_entry(d, &n->free_area[o], list) {
+			count++;
+			free_pages += 1UL << o;
+			if (!(d->flags & PF_COLD))
+				warm += 1UL << o;
+			if (d->kind != PAGE_FREE || d->order != o)
+				bad |= 1;
+			if (page_index(d) & ((1UL << o) - 1))
+				bad |= 2; /* not naturally aligned */
+			if (o < USLUB_MAX_ORDER) {
+				struct page_desc *b = buddy_of(d, o);
+				if (b->kind == PAGE_FREE && b->order == o)
+					bad |= 4; /* two free buddies left unmerged */
+			}
+			for (size_t i = 1; i < (1UL << o) && i < 64; i++)
+				if (d[i].kind != PAGE_UNUSED)
+					bad |= 8;
+		}
+		if (count != n->nr_free[o])
+			bad |= 16;
+	}
+	if (free_pages != n->free_pages || warm != n->warm_free_pages)
+		bad |= 32;
+	pthread_mutex_unlock(&n->lock);
+	return bad;
+}

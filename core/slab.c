@@ -1,0 +1,612 @@
+/* uslub: caches and slabs, the SLUB design in user space.
+ *
+ * 1. Overview. Every request up to 8 KiB goes to one of 32 caches (kmalloc-16 ...
+ *    kmalloc-8k). A cache carves slabs - runs of 2^order pages from the page allocator -
+ *    into equal objects and threads a freelist through the free ones. Each thread holds,
+ *    per cache, one current slab whose freelist it pops without locks or atomics
+ *    (kmem_cache_cpu), and a short list of more slabs (the kernel's per-CPU partial
+ *    list). Behind those, each cache has one partial list per NUMA node behind a lock
+ *    (kmem_cache_node).
+ *
+ * 2. Start-up under LD_PRELOAD. The first malloc may come from the dynamic loader, from
+ *    a constructor of a library loaded before us (libnuma's calls malloc 48 times), or
+ *    from TLS set-up. uslub_init runs on the first call of any entry point, reads its
+ *    settings from `environ` and needs nothing from libc that allocates. Threads start
+ *    with their TLS pointer on a static empty thread whose freelists are all empty, so the
+ *    fast path needs no "initialised?" test: the first allocation fails into the slow
+ *    path, which builds the thread's state. Nothing is torn down at exit: libraries'
+ *    destructors free after ours ran.
+ *
+ * 3. Thread slabs. A slab a thread holds is "frozen": its descriptor names the thread
+ *    (owner). The owner allocates from the thread's freelist and frees onto the slab's
+ *    local list, both plain stores. Other threads free with one compare-and-swap onto the
+ *    slab's remote list, which lives in one 64-bit word with the slab's inuse count and
+ *    frozen bit - SLUB's cmpxchg_double of freelist and counters, packed (the freelist
+ *    as an offset in the slab):
+ *
+ *        bits  0..31  remote freelist head, offset from the slab start + 1 (0: empty)
+ *        bits 32..55  inuse: objects not on the slab's freelist
+ *        bit  63      frozen
+ *
+ *    When its freelist runs dry the owner takes the local list, then the remote list
+ *    (one exchange), and only then looks elsewhere.
+ *
+ * 4. Slab states. THREAD (current slab), THREAD-PARTIAL (on a thread's partial list),
+ *    both frozen; NODE-PARTIAL (unfrozen, some objects free, on the node's list); FULL
+ *    (unfrozen, no free object, on no list). Moves:
+ *      - current slab runs out and has no frees pending: unfrozen as FULL;
+ *      - a free into a FULL slab freezes it for the freeing thread, which puts it on its
+ *        partial list (SLUB's put_cpu_partial), so a thread that frees what others
+ *        allocated reuses that memory without touching a lock;
+ *      - a thread partial list longer than cpu_partial_slabs is unfrozen to the node;
+ *      - get_partial freezes up to half of cpu_partial_slabs node slabs at once;
+ *      - an unfrozen slab whose last object is freed goes back to the page allocator,
+ *        unless the node keeps fewer than min_partial slabs, then it stays as a partial.
+ *    A thread that exits unfreezes everything it holds and gives back its pages.
+ *
+ * 5. Lock order: orphan lock -> registry lock -> stat lock -> cache node list_lock ->
+ *    page allocator node lock -> huge lock. In practice the list_lock is dropped before
+ *    pages are freed, so list_lock and the page lock are never held together; fork
+ *    takes them all in this order. */
+#include "internal.h"
+#include "options.h"
+#include "os.h"
+#include "print.h"
+#include "slab.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
+
+#define W_FROZEN      (1ULL << 63)
+#define W_INUSE_SHIFT 32
+#define W_INUSE_MASK  0xffffffULL
+
+static inline uint64_t w_make(uint32_t head, uint64_t inuse, uint64_t frozen)
+{
+	return (uint64_t)head | (inuse << W_INUSE_SHIFT) | frozen;
+}
+static inline uint32_t w_head(uint64_t w)
+{
+	return (uint32_t)w;
+}
+static inline uint32_t w_inuse(uint64_t w)
+{
+	return (uint32_t)((w >> W_INUSE_SHIFT) & W_INUSE_MASK);
+}
+static inline void *decode(uint32_t head, char *base)
+{
+	return head ? base + head - 1 : NULL;
+}
+static inline uint32_t encode(void *p, char *base)
+{
+	return p ? (uint32_t)((char *)p - base) + 1 : 0;
+}
+static inline void *get_next(void *object)
+{
+	return *(void **)object;
+}
+static inline void set_next(void *object, void *next)
+{
+	*(void **)object = next;
+}
+
+static inline struct cache_node *node_of_slab(struct uslub_cache *c, struct page_desc *s)
+{
+	(void)s;
+	return &c->node[0];
+}
+
+/* Counters of threads without state of their own go straight to the cache, atomically:
+ * those are rare and off the fast path. */
+static void stat_shared(struct uslub_thread *t, unsigned cls, enum uslub_stat_item item)
+{
+#if USLUB_STATS_ENABLED
+	if (likely(t->state == THREAD_LIVE || t->state == THREAD_ORPHAN))
+		t->cpu[cls].stat[item]++;
+	else
+		__atomic_fetch_add(&uslub_caches[cls].stat[item], 1, __ATOMIC_RELAXED);
+#else
+	(void)t, (void)cls, (void)item;
+#endif
+}
+
+void uslub_caches_init(void)
+{
+	struct uslub_order_params p = {
+		.min_order = uslub_config.min_order,
+		.max_order = uslub_config.max_order,
+		.min_objects = uslub_config.min_objects,
+		.nr_cpus = uslub_os_ncpus(),
+	};
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		struct uslub_cache *c = &uslub_caches[i];
+		c->cls = i;
+		c->size = uslub_class_size[i];
+		uslub_class_name(i, c->name);
+		c->recip = ((1ULL << RECIP_SHIFT) + c->size - 1) / c->size;
+		c->order = uslub_calculate_order(c->size, &p);
+		c->min_order = uslub_get_order(c->size);
+		if (c->min_order > c->order)
+			c->min_order = c->order;
+		c->objects = uslub_order_objects(c->order, c->size);
+		c->min_objects = uslub_order_objects(c->min_order, c->size);
+		/* The kernel's set_cpu_partial, in objects, turned into slabs. */
+		unsigned nr = c->size >= 4096 ? 6 : c->size >= 1024 ? 24 : c->size >= 256 ? 52 : 120;
+		c->cpu_partial_slabs = (nr * 2 + c->objects - 1) / c->objects;
+		/* The kernel's min_partial: ilog2(size) / 2, within 5..10. */
+		unsigned lg = 31 - (unsigned)__builtin_clz(c->size);
+		c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
+		for (unsigned n = 0; n < MAX_NODES; n++) {
+			pthread_mutex_init(&c->node[n].list_lock, NULL);
+			CDS_INIT_LIST_HEAD(&c->node[n].partial);
+		}
+	}
+}
+
+/* ---- slabs ------------------------------------------------------------------------ */
+
+/* Thread the freelist through a new slab's objects; it starts frozen for the owner, who
+ * holds every object. */
+static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned order,
+		       struct uslub_thread *t)
+{
+	unsigned objects = uslub_order_objects(order, c->size);
+	char *base = page_address(s);
+	for (size_t i = 1; i < (1UL << order); i++)
+		s[i].head = s;
+	s->order = (uint8_t)order;
+	s->cls = (uint8_t)c->cls;
+	s->objects = objects;
+	s->flags = 0;
+	s->local_free = NULL;
+	s->next = NULL;
+	atomic_store_explicit(&s->word, w_make(0, objects, W_FROZEN), memory_order_relaxed);
+	s->kind = PAGE_SLAB;
+	__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->head, s, __ATOMIC_RELEASE);
+
+	char *p = base;
+	for (unsigned i = 0; i + 1 < objects; i++, p += c->size)
+		set_next(p, p + c->size);
+	set_next(p, NULL);
+
+	atomic_fetch_add(&c->nr_slabs, 1);
+	atomic_fetch_add(&c->nr_slabs_by_order[order], 1);
+	atomic_fetch_add(&c->total_objects, objects);
+	return base;
+}
+
+/* allocate_slab: the preferred order only if it is at hand (no waiting for the lock, no
+ * growing), otherwise the minimum order at once - the kernel's __GFP_NORETRY try of
+ * s->oo before s->min. With USLUB_HIGH_ORDER=wait the caller blocks for the preferred
+ * order instead, as the kernel did before that change. */
+static struct page_desc *allocate_slab(struct uslub_cache *c, struct uslub_thread *t,
+				       struct cache_cpu *cc, unsigned *order_out)
+{
+	struct page_desc *s = NULL;
+	unsigned order = c->order;
+
+	if (order > c->min_order) {
+		s = uslub_pages_alloc(t->node, order, GFP_NOWAIT);
+		if (!s && uslub_config.high_order_wait) {
+			uslub_stat(cc, HIGH_ORDER_STALL);
+			s = uslub_pages_alloc(t->node, order, 0);
+		}
+		if (!s) {
+			uslub_stat(cc, ORDER_FALLBACK);
+			order = c->min_order;
+		}
+	}
+	if (!s)
+		s = order == 0 ? uslub_pcp_alloc(t, t->node) : uslub_pages_alloc(t->node, order, 0);
+	*order_out = order;
+	return s;
+}
+
+static void discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
+{
+	unsigned order = s->order;
+	atomic_fetch_sub(&c->nr_slabs, 1);
+	atomic_fetch_sub(&c->nr_slabs_by_order[order], 1);
+	atomic_fetch_sub(&c->total_objects, s->objects);
+	atomic_store_explicit(&s->word, 0, memory_order_relaxed);
+	s->local_free = NULL;
+	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
+	stat_shared(t, c->cls, USLUB_STAT_FREE_SLAB);
+	if (order == 0 && (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN)) {
+		s->kind = PAGE_UNUSED;
+		uslub_pcp_free(t, s);
+	} else {
+		uslub_pages_free(s, order);
+	}
+}
+
+static void add_partial(struct cache_node *n, struct page_desc *s, bool tail)
+{
+	if (tail)
+		cds_list_add_tail(&s->list, &n->partial);
+	else
+		cds_list_add(&s->list, &n->partial);
+	s->flags |= PF_ON_PARTIAL;
+	n->nr_partial++;
+}
+
+static void remove_partial(struct cache_node *n, struct page_desc *s)
+{
+	cds_list_del(&s->list);
+	s->flags &= (uint8_t)~PF_ON_PARTIAL;
+	n->nr_partial--;
+}
+
+/* The owner's free objects of a frozen slab: its local list, else its remote list. */
+static void *take_slab_freelist(struct page_desc *s)
+{
+	void *fl = s->local_free;
+	if (fl) {
+		s->local_free = NULL;
+		return fl;
+	}
+	uint64_t old = atomic_load_explicit(&s->word, memory_order_acquire);
+	while (w_head(old)) {
+		if (atomic_compare_exchange_weak_explicit(&s->word, &old,
+							  w_make(0, s->objects, W_FROZEN),
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return decode(w_head(old), page_address(s));
+	}
+	return NULL;
+}
+
+/* deactivate_slab: the owner lets a frozen slab go. Its free objects (the thread's
+ * freelist `fl`, if it is the current slab, and the local list) join the remote ones on
+ * the slab's own list; the slab then goes to the node's partial list, back to the page
+ * allocator when empty, or nowhere when full. */
+static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
+			    struct uslub_thread *t)
+{
+	struct cache_cpu *cc = &t->cpu[c->cls];
+	struct cache_node *n = node_of_slab(c, s);
+	char *base = page_address(s);
+	void *head = NULL, *tail = NULL;
+	uint32_t nfree = 0;
+
+	void *lists[2] = {fl, s->local_free};
+	for (int l = 0; l < 2; l++) {
+		for (void *p = lists[l]; p; p = get_next(p)) {
+			if (tail)
+				set_next(tail, p);
+			else
+				head = p;
+			tail = p;
+			nfree++;
+		}
+	}
+	s->local_free = NULL;
+	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
+
+	bool locked = false;
+	uint64_t old, new;
+	uint32_t inuse;
+	void *remote;
+	for (;;) {
+		old = atomic_load_explicit(&s->word, memory_order_acquire);
+		remote = decode(w_head(old), base);
+		inuse = w_inuse(old) - nfree;
+		if ((head || remote) && !locked) {
+			pthread_mutex_lock(&n->list_lock);
+			locked = true;
+			continue;
+		}
+		if (tail)
+			set_next(tail, remote);
+		new = w_make(encode(head ? head : remote, base), inuse, 0);
+		if (atomic_compare_exchange_strong_explicit(&s->word, &old, new,
+							    memory_order_release,
+							    memory_order_relaxed))
+			break;
+	}
+	if (!locked) {
+		uslub_stat(cc, DEACTIVATE_FULL);
+		return;
+	}
+	if (remote)
+		uslub_stat(cc, DEACTIVATE_REMOTE_FREES);
+	if (inuse == 0 && n->nr_partial >= c->min_partial) {
+		pthread_mutex_unlock(&n->list_lock);
+		uslub_stat(cc, DEACTIVATE_EMPTY);
+		discard_slab(c, s, t);
+		return;
+	}
+	add_partial(n, s, inuse == 0);
+	if (inuse == 0)
+		uslub_stat(cc, DEACTIVATE_TO_TAIL);
+	else
+		uslub_stat(cc, DEACTIVATE_TO_HEAD);
+	pthread_mutex_unlock(&n->list_lock);
+}
+
+static void unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc,
+			      struct uslub_thread *t)
+{
+	struct page_desc *s;
+	while ((s = cc->partial)) {
+		cc->partial = s->next;
+		s->next = NULL;
+		cc->nr_partial--;
+		deactivate_slab(c, s, NULL, t);
+	}
+}
+
+static void put_cpu_partial(struct uslub_cache *c, struct page_desc *s,
+			    struct uslub_thread *t)
+{
+	struct cache_cpu *cc = &t->cpu[c->cls];
+	if (cc->nr_partial >= c->cpu_partial_slabs) {
+		uslub_stat(cc, CPU_PARTIAL_DRAIN);
+		unfreeze_partials(c, cc, t);
+	}
+	s->next = cc->partial;
+	cc->partial = s;
+	cc->nr_partial++;
+}
+
+/* get_partial_node: freeze the first slab of the node's partial list for the caller,
+ * and up to half a thread partial list more. */
+static struct page_desc *get_partial(struct uslub_cache *c, struct uslub_thread *t,
+				     struct cache_cpu *cc, void **fl)
+{
+	struct cache_node *n = &c->node[t->node];
+	struct page_desc *first = NULL, *s, *tmp;
+
+	if (!__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED))
+		return NULL;
+	pthread_mutex_lock(&n->list_lock);
+	cds_list_for_each_entry_safe(s, tmp, &n->partial, list) {
+		remove_partial(n, s);
+		uint64_t old = atomic_load_explicit(&s->word, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&s->word, &old,
+							      w_make(0, s->objects, W_FROZEN),
+							      memory_order_acquire,
+							      memory_order_relaxed))
+			;
+		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
+		void *objects = decode(w_head(old), page_address(s));
+		if (!first) {
+			first = s;
+			*fl = objects;
+			uslub_stat(cc, ALLOC_FROM_PARTIAL);
+		} else {
+			s->local_free = objects;
+			s->next = cc->partial;
+			cc->partial = s;
+			cc->nr_partial++;
+			uslub_stat(cc, CPU_PARTIAL_NODE);
+		}
+		if (cc->nr_partial >= c->cpu_partial_slabs / 2)
+			break;
+	}
+	pthread_mutex_unlock(&n->list_lock);
+	return first;
+}
+
+/* ___slab_alloc: the thread's freelist for this cache is empty. */
+static void *alloc_refill(struct uslub_thread *t, unsigned cls)
+{
+	struct cache_cpu *cc = &t->cpu[cls];
+	struct uslub_cache *c = &uslub_caches[cls];
+	struct page_desc *s;
+	void *fl, *object = cc->freelist;
+
+	if (object) {
+		/* Filled meanwhile: the thread was just set up, or a recursion refilled. */
+		cc->freelist = get_next(object);
+		uslub_stat(cc, ALLOC_FASTPATH);
+		return object;
+	}
+	s = cc->slab;
+	if (s) {
+		fl = take_slab_freelist(s);
+		if (fl) {
+			uslub_stat(cc, ALLOC_REFILL);
+			goto load;
+		}
+		cc->slab = NULL;
+		deactivate_slab(c, s, NULL, t);
+	}
+	while ((s = cc->partial)) {
+		cc->partial = s->next;
+		s->next = NULL;
+		cc->nr_partial--;
+		fl = take_slab_freelist(s);
+		if (fl) {
+			cc->slab = s;
+			uslub_stat(cc, CPU_PARTIAL_ALLOC);
+			goto load;
+		}
+		deactivate_slab(c, s, NULL, t);
+	}
+	s = get_partial(c, t, cc, &fl);
+	if (s) {
+		cc->slab = s;
+		goto load;
+	}
+	unsigned order;
+	s = allocate_slab(c, t, cc, &order);
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	uslub_stat(cc, ALLOC_SLAB);
+	fl = init_slab(c, s, order, t);
+	cc->slab = s;
+	uslub_note_in_use();
+load:
+	uslub_stat(cc, ALLOC_SLOWPATH);
+	cc->freelist = get_next(fl);
+	return fl;
+}
+
+void *uslub_slab_alloc_class(unsigned cls)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	if (likely(t->state == THREAD_LIVE))
+		return alloc_refill(t, cls);
+	if (t->state == THREAD_EMPTY) {
+		t = uslub_thread_create();
+		if (t)
+			return alloc_refill(t, cls);
+	}
+	/* No state of our own (exiting thread, or none could be made): share one. */
+	pthread_mutex_lock(&uslub_orphan_lock);
+	void *object = alloc_refill(&uslub_orphan_thread, cls);
+	pthread_mutex_unlock(&uslub_orphan_lock);
+	return object;
+}
+
+/* ---- free ------------------------------------------------------------------------- */
+
+void *uslub_slab_object_start(struct page_desc *s, const void *p)
+{
+	const struct uslub_cache *c = &uslub_caches[s->cls];
+	uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
+	if (off >= (uintptr_t)s->objects * c->size)
+		return NULL;
+	return (char *)p - off % c->size;
+}
+
+/* __slab_free: onto the remote list with one CAS. A free that makes an unfrozen slab
+ * empty, or that finds it full while no thread can take it, needs the node's lock. */
+static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
+			     struct uslub_thread *t)
+{
+	struct cache_node *n = node_of_slab(c, s);
+	char *base = page_address(s);
+	bool live = t->state == THREAD_LIVE;
+	bool locked = false, freeze = false;
+	uint64_t old, new, frozen;
+	uint32_t prior, inuse;
+
+	for (;;) {
+		old = atomic_load_explicit(&s->word, memory_order_relaxed);
+		prior = w_head(old);
+		if (unlikely(prior == encode(p, base)))
+			uslub_report_bad_free("double free", "free", p, c);
+		set_next(p, decode(prior, base));
+		inuse = w_inuse(old) - 1;
+		frozen = old & W_FROZEN;
+		new = w_make(encode(p, base), inuse, frozen);
+		freeze = false;
+		if (!frozen) {
+			if (!prior && live) {
+				new |= W_FROZEN;
+				freeze = true;
+			} else if ((inuse == 0 || !prior) && !locked) {
+				pthread_mutex_lock(&n->list_lock);
+				locked = true;
+				continue;
+			}
+		}
+		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new,
+							  memory_order_release,
+							  memory_order_relaxed))
+			break;
+		stat_shared(t, c->cls, USLUB_STAT_CMPXCHG_DOUBLE_FAIL);
+	}
+	stat_shared(t, c->cls, USLUB_STAT_FREE_SLOWPATH);
+	if (frozen || freeze) {
+		if (locked)
+			pthread_mutex_unlock(&n->list_lock);
+		if (frozen) {
+			stat_shared(t, c->cls, USLUB_STAT_FREE_FROZEN);
+			return;
+		}
+		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
+		uslub_stat(&t->cpu[c->cls], CPU_PARTIAL_FREE);
+		put_cpu_partial(c, s, t);
+		return;
+	}
+	if (inuse == 0 && n->nr_partial >= c->min_partial) {
+		if (s->flags & PF_ON_PARTIAL) {
+			remove_partial(n, s);
+			stat_shared(t, c->cls, USLUB_STAT_FREE_REMOVE_PARTIAL);
+		}
+		pthread_mutex_unlock(&n->list_lock);
+		discard_slab(c, s, t);
+		return;
+	}
+	if (!(s->flags & PF_ON_PARTIAL)) {
+		add_partial(n, s, true);
+		stat_shared(t, c->cls, USLUB_STAT_FREE_ADD_PARTIAL);
+	}
+	pthread_mutex_unlock(&n->list_lock);
+}
+
+void uslub_slab_free_slow(void *p)
+{
+	if (!p)
+		return;
+	int saved = errno;
+	struct page_desc *s = region_of(p) ? page_desc_of(p)->head : NULL;
+	if (!s) {
+		if (!uslub_huge_free(p))
+			uslub_report_bad_free("invalid pointer", "free", p, NULL);
+		errno = saved;
+		return;
+	}
+	if (s->kind == PAGE_LARGE) {
+		uslub_large_free(s, p);
+		errno = saved;
+		return;
+	}
+	if (s->kind != PAGE_SLAB)
+		uslub_report_bad_free("invalid pointer", "free", p, NULL);
+	struct uslub_cache *c = &uslub_caches[s->cls];
+	if (uslub_slab_object_start(s, p) != p)
+		uslub_report_bad_free("invalid pointer", "free", p, c);
+	struct uslub_thread *t = uslub_tls_thread;
+	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
+		if (p == s->local_free)
+			uslub_report_bad_free("double free", "free", p, c);
+		set_next(p, s->local_free);
+		s->local_free = p;
+		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
+	} else {
+		slab_free_remote(c, s, p, t);
+	}
+	errno = saved;
+}
+
+__attribute__((noreturn)) void uslub_report_bad_free(const char *what, const char *func,
+						     const void *p, const struct uslub_cache *c)
+{
+	if (c)
+		uslub_message("uslub: %s(): %s %p (cache %s, object size %u)\n", func, what, p,
+			      c->name, c->size);
+	else
+		uslub_message("uslub: %s(): %s %p (not a block of this allocator)\n", func, what,
+			      p);
+	abort();
+}
+
+/* ---- thread teardown ------------------------------------------------------------- */
+
+void uslub_thread_flush(struct uslub_thread *t)
+{
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		struct cache_cpu *cc = &t->cpu[i];
+		struct uslub_cache *c = &uslub_caches[i];
+		if (cc->slab) {
+			struct page_desc *s = cc->slab;
+			void *fl = cc->freelist;
+			cc->slab = NULL;
+			cc->freelist = NULL;
+			uslub_stat(cc, CPUSLAB_FLUSH);
+			deactivate_slab(c, s, fl, t);
+		}
+		unfreeze_partials(c, cc, t);
+	}
+	uslub_pcp_drain(t, 0);
+}

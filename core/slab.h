@@ -1,0 +1,44 @@
+/* The fast paths, inline so each reads top to bottom on one screen. Anything that is not
+ * "pop the thread's freelist" or "push onto a slab this thread holds" goes to one
+ * out-of-line call in slab.c. */
+#ifndef USLUB_SLAB_H
+#define USLUB_SLAB_H
+
+#include "internal.h"
+
+static inline void *uslub_malloc_inline(size_t size)
+{
+	if (likely(size <= USLUB_MAX_SMALL)) {
+		struct cache_cpu *cc = &uslub_tls_thread->cpu[uslub_size_to_class(size)];
+		void *object = cc->freelist;
+		if (likely(object)) {
+			cc->freelist = *(void **)object;
+			uslub_stat(cc, ALLOC_FASTPATH);
+			return object;
+		}
+	}
+	return uslub_slab_alloc_slow(size);
+}
+
+/* A free into a slab this thread holds (its current slab or one on its partial list) is a
+ * push onto the slab's local list. The pointer must be an object's start (checked by
+ * multiplying with the cache's reciprocal) and not the object freed just before. */
+static inline void uslub_free_inline(void *p)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	struct page_desc *s;
+	if (likely(region_of(p)) && likely(s = page_desc_of(p)->head) && likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t)) {
+		const struct uslub_cache *c = &uslub_caches[s->cls];
+		uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
+		if (likely(((off * c->recip) >> RECIP_SHIFT) * c->size == off &&
+			   p != s->local_free)) {
+			*(void **)p = s->local_free;
+			s->local_free = p;
+			uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
+			return;
+		}
+	}
+	uslub_slab_free_slow(p);
+}
+
+#endif
