@@ -65,6 +65,31 @@ struct page_desc {
 };
 _Static_assert(sizeof(struct page_desc) == (1 << DESC_SHIFT), "descriptor is 64 bytes");
 
+/* The slab word: remote freelist head, inuse, frozen (see slab.c, section 3). */
+#define W_FROZEN      (1ULL << 63)
+#define W_INUSE_SHIFT 32
+#define W_INUSE_MASK  0xffffffULL
+
+static inline uint64_t w_make(uint32_t head, uint64_t inuse, uint64_t frozen)
+{
+	return (uint64_t)head | (inuse << W_INUSE_SHIFT) | frozen;
+}
+static inline uint32_t w_head(uint64_t w)
+{
+	return (uint32_t)w;
+}
+static inline uint32_t w_inuse(uint64_t w)
+{
+	return (uint32_t)((w >> W_INUSE_SHIFT) & W_INUSE_MASK);
+}
+static inline void *decode(uint32_t head, char *base)
+{
+	return head ? base + head - 1 : NULL;
+}
+static inline uint32_t encode(void *p, char *base)
+{
+	return p ? (uint32_t)((char *)p - base) + 1 : 0;
+}
 struct uslub_node;
 
 struct region {

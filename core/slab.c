@@ -60,30 +60,6 @@
 
 struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
 
-#define W_FROZEN      (1ULL << 63)
-#define W_INUSE_SHIFT 32
-#define W_INUSE_MASK  0xffffffULL
-
-static inline uint64_t w_make(uint32_t head, uint64_t inuse, uint64_t frozen)
-{
-	return (uint64_t)head | (inuse << W_INUSE_SHIFT) | frozen;
-}
-static inline uint32_t w_head(uint64_t w)
-{
-	return (uint32_t)w;
-}
-static inline uint32_t w_inuse(uint64_t w)
-{
-	return (uint32_t)((w >> W_INUSE_SHIFT) & W_INUSE_MASK);
-}
-static inline void *decode(uint32_t head, char *base)
-{
-	return head ? base + head - 1 : NULL;
-}
-static inline uint32_t encode(void *p, char *base)
-{
-	return p ? (uint32_t)((char *)p - base) + 1 : 0;
-}
 static inline void *get_next(void *object)
 {
 	return *(void **)object;
@@ -216,8 +192,8 @@ static void discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslu
 	s->local_free = NULL;
 	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
 	stat_shared(t, c->cls, USLUB_STAT_FREE_SLAB);
+	s->kind = PAGE_UNUSED;
 	if (order == 0 && (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN)) {
-		s->kind = PAGE_UNUSED;
 		uslub_pcp_free(t, s);
 	} else {
 		uslub_pages_free(s, order);
@@ -528,6 +504,8 @@ static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p
 		put_cpu_partial(c, s, t);
 		return;
 	}
+	if (!locked)
+		return; /* a partial slab stays partial: no list changes */
 	if (inuse == 0 && n->nr_partial >= c->min_partial) {
 		if (s->flags & PF_ON_PARTIAL) {
 			remove_partial(n, s);

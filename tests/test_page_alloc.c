@@ -1,0 +1,178 @@
+/* The buddy page allocator: split and coalesce keep its invariants (every free block
+ * naturally aligned, marked in its first descriptor, no two free buddies left apart,
+ * counts matching the lists), freeing everything restores the free lists exactly,
+ * claiming a range takes just those pages, and released memory reads back as zero. */
+#include "internal.h"
+#include "os.h"
+#include "unit.h"
+#include "uslub.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t snapshot[USLUB_MAX_ORDER + 1];
+
+static void take_snapshot(void)
+{
+	memcpy(snapshot, uslub_nodes[0].nr_free, sizeof(snapshot));
+}
+
+static int same_as_snapshot(void)
+{
+	return memcmp(snapshot, uslub_nodes[0].nr_free, sizeof(snapshot)) == 0;
+}
+
+static void split_and_coalesce(void)
+{
+	/* Enough free memory that a fresh max-order block is split below. */
+	struct page_desc *hold = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
+	EXPECT(hold != NULL, "max-order block");
+	take_snapshot();
+	uint64_t free_before = uslub_nodes[0].free_pages;
+	struct page_desc *d = uslub_pages_alloc(0, 0, 0);
+	EXPECT(d != NULL, "order-0 page");
+	EXPECT(uslub_nodes[0].free_pages == free_before - 1, "one page fewer free");
+	EXPECT(uslub_pages_check(0) == 0, "invariants after split: %d", uslub_pages_check(0));
+	uslub_pages_free(d, 0);
+	EXPECT(uslub_pages_check(0) == 0, "invariants after free: %d", uslub_pages_check(0));
+	EXPECT(same_as_snapshot(), "free lists restored by coalescing");
+	EXPECT(uslub_nodes[0].free_pages == free_before, "free page count restored");
+	uslub_pages_free(hold, USLUB_MAX_ORDER);
+}
+
+static void random_orders(void)
+{
+	enum { N = 3000 };
+	static struct page_desc *blocks[N];
+	static unsigned orders[N];
+	take_snapshot();
+	uint64_t free_before = uslub_nodes[0].free_pages;
+	srand(42);
+	for (int i = 0; i < N; i++) {
+		orders[i] = (unsigned)(rand() % 6);
+		blocks[i] = uslub_pages_alloc(0, orders[i], 0);
+		EXPECT(blocks[i] != NULL, "block %d", i);
+		uintptr_t idx = ((uintptr_t)blocks[i] & REGION_MASK) >> DESC_SHIFT;
+		EXPECT((idx & ((1UL << orders[i]) - 1)) == 0, "block %d of order %u misaligned", i,
+		       orders[i]);
+		/* The memory is usable. */
+		memset(page_address(blocks[i]), 0xa5, USLUB_PAGE_SIZE << orders[i]);
+	}
+	/* No two blocks overlap. */
+	for (int i = 0; i < N; i += 97)
+		for (int j = 0; j < N; j++) {
+			if (i == j)
+				continue;
+			char *a = page_address(blocks[i]), *b = page_address(blocks[j]);
+			EXPECT(a + (USLUB_PAGE_SIZE << orders[i]) <= b ||
+				       b + (USLUB_PAGE_SIZE << orders[j]) <= a,
+			       "blocks %d and %d overlap", i, j);
+		}
+	for (int k = N - 1; k > 0; k--) {
+		int j = rand() % (k + 1);
+		struct page_desc *t = blocks[k];
+		unsigned o = orders[k];
+		blocks[k] = blocks[j], orders[k] = orders[j];
+		blocks[j] = t, orders[j] = o;
+	}
+	for (int i = 0; i < N; i++) {
+		uslub_pages_free(blocks[i], orders[i]);
+		if (i % 500 == 0)
+			EXPECT(uslub_pages_check(0) == 0, "invariants at %d: %d", i,
+			       uslub_pages_check(0));
+	}
+	EXPECT(uslub_pages_check(0) == 0, "invariants at the end");
+	EXPECT(uslub_nodes[0].free_pages >= free_before, "all pages back");
+}
+
+static void free_range_and_claim(void)
+{
+	struct page_desc *d = uslub_pages_alloc(0, 4, 0);
+	EXPECT(d != NULL, "order-4 block");
+	/* Keep 5 pages, give 11 back: they become blocks of order 0, 1 and 3. */
+	uslub_pages_free_range(d + 5, 11);
+	EXPECT(uslub_pages_check(0) == 0, "after partial free");
+	EXPECT(d[5].kind == PAGE_FREE && d[5].order == 0, "page 5 free alone");
+	EXPECT(d[6].kind == PAGE_FREE && d[6].order == 1, "pages 6-7 free as order 1");
+	EXPECT(d[8].kind == PAGE_FREE && d[8].order == 3, "pages 8-15 free as order 3");
+	/* Claim 5..9 back (as realloc growing in place does); 10..15 stay free. */
+	EXPECT(uslub_pages_claim(d + 5, 5) == 0, "claim of free pages");
+	EXPECT(d[5].kind != PAGE_FREE && d[8].kind != PAGE_FREE, "claimed pages taken");
+	EXPECT(d[10].kind == PAGE_FREE, "page 10 still free");
+	EXPECT(uslub_pages_check(0) == 0, "after claim");
+	/* A range that is not all free cannot be claimed, and nothing changes. */
+	take_snapshot();
+	EXPECT(uslub_pages_claim(d + 9, 3) != 0, "claim over a used page");
+	EXPECT(same_as_snapshot(), "a failed claim leaves the lists alone");
+	uslub_pages_free_range(d, 10);
+	EXPECT(uslub_pages_check(0) == 0, "after freeing all");
+}
+
+static void release_to_os(void)
+{
+	struct page_desc *d = uslub_pages_alloc(0, 8, 0);
+	EXPECT(d != NULL, "order-8 block");
+	char *p = page_address(d);
+	memset(p, 0x5a, USLUB_PAGE_SIZE << 8);
+	uint64_t mapped = atomic_load(&uslub_mapped_bytes);
+	uslub_pages_free(d, 8);
+	size_t released = uslub_pages_release(0, 0);
+	EXPECT(released >= (USLUB_PAGE_SIZE << 8), "released %zu bytes", released);
+	EXPECT(atomic_load(&uslub_mapped_bytes) <= mapped - (USLUB_PAGE_SIZE << 8),
+	       "mapped figure drops by what was released");
+	EXPECT(uslub_nodes[0].warm_free_pages == 0, "no warm free page left");
+	EXPECT(uslub_pages_check(0) == 0, "after release");
+	struct page_desc *again = uslub_pages_alloc(0, 8, 0);
+	EXPECT(again != NULL, "allocation after release");
+	EXPECT(again->flags & PF_COLD, "a released block comes back cold");
+	char *q = page_address(again);
+	size_t nonzero = 0;
+	for (size_t i = 0; i < (USLUB_PAGE_SIZE << 8); i++)
+		nonzero += q[i] != 0;
+	EXPECT(nonzero == 0, "released memory reads as zero (%zu bytes were not)", nonzero);
+	uslub_pages_free(again, 8);
+}
+
+static void os_failure(void)
+{
+	/* Exhaust what is free, then make the OS refuse: allocation fails with ENOMEM and
+	 * nothing breaks; it works again once the OS does. */
+	enum { N = 64 };
+	struct page_desc *held[N];
+	int n = 0;
+	while (n < N && uslub_nodes[0].free_pages)
+		held[n++] = uslub_pages_alloc(0, USLUB_MAX_ORDER, GFP_NOWAIT);
+	while (n > 0 && !held[n - 1])
+		n--;
+	struct region *r = uslub_nodes[0].regions;
+	size_t keep = r->grown;
+	r->grown = REGION_PAGES; /* region full: growing needs a new one from the OS */
+	uslub_os_fail(0, 1);
+	errno = 0;
+	struct page_desc *d = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
+	uslub_os_fail(0, 0);
+	EXPECT(d == NULL && errno == ENOMEM, "OS failure gives ENOMEM");
+	EXPECT(uslub_pages_check(0) == 0, "after the failure");
+	d = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
+	EXPECT(d != NULL, "allocation works again");
+	if (d)
+		uslub_pages_free(d, USLUB_MAX_ORDER);
+	r->grown = keep;
+	while (n > 0)
+		if (held[--n])
+			uslub_pages_free(held[n], USLUB_MAX_ORDER);
+	EXPECT(uslub_pages_check(0) == 0, "at the end");
+}
+
+int main(void)
+{
+	uslub_free(uslub_malloc(1)); /* start-up */
+	EXPECT(uslub_pages_check(0) == 0, "invariants at start");
+	split_and_coalesce();
+	random_orders();
+	free_range_and_claim();
+	release_to_os();
+	os_failure();
+	return unit_summary("test_page_alloc");
+}
