@@ -12,6 +12,10 @@
 #include <stdint.h>
 #include <urcu/list.h>
 
+/* Everything in the engine is internal to the library: with the declarations hidden too,
+ * the compiler reaches the tables directly instead of through the GOT. */
+#pragma GCC visibility push(hidden)
+
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define noinline    __attribute__((noinline))
@@ -57,7 +61,8 @@ struct page_desc {
 	_Atomic uint64_t word;             /* remote freelist | inuse | frozen: see slab.c */
 	struct cds_list_head list;         /* node partial list, or buddy free list */
 	struct page_desc *next;            /* thread partial list */
-	uint32_t objects;                  /* slab: objects; large: pages asked for */
+	uint16_t objects;                  /* slab: objects; large: pages asked for */
+	uint16_t local_count;              /* objects on local_free */
 	uint8_t order;
 	uint8_t kind;
 	uint8_t cls;
@@ -105,6 +110,13 @@ static inline struct region *region_of(const void *p)
 {
 	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
 	return i < REGION_SLOTS ? uslub_region_table[i] : NULL;
+}
+
+/* The descriptor of p's page, in region r (region_of(p)). */
+static inline struct page_desc *region_desc(struct region *r, const void *p)
+{
+	return (struct page_desc *)((uintptr_t)r + ((((uintptr_t)p & REGION_MASK) >>
+						      USLUB_PAGE_SHIFT) << DESC_SHIFT));
 }
 
 static inline struct page_desc *page_desc_of(const void *p)
@@ -176,7 +188,6 @@ struct uslub_cache {
 	char name[16];
 	uint32_t size;
 	uint32_t cls;
-	uint64_t recip;                    /* ceil(2^40 / size): offset / size by multiply */
 	uint32_t order;                    /* preferred (oo) */
 	uint32_t min_order;                /* fallback (min) */
 	uint32_t objects;                  /* per preferred slab */
@@ -192,7 +203,15 @@ struct uslub_cache {
 
 extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
 
-#define RECIP_SHIFT 40
+/* Is `off` a multiple of the object size? floor(off / size) = (off * recip) >> 35 for every
+ * offset below 2^22 (a 4 MiB slab) and size up to 2^13, with recip = ceil(2^35 / size),
+ * which fits 32 bits for sizes from 16. One table line per class, for the free fast path. */
+#define RECIP_SHIFT 35
+struct class_div {
+	uint32_t recip;
+	uint32_t size;
+};
+extern struct class_div uslub_class_div[USLUB_NR_CLASSES];
 
 /* kmem_cache_cpu: one per cache in each thread. */
 struct cache_cpu {
@@ -202,7 +221,9 @@ struct cache_cpu {
 	uint32_t nr_partial;
 	uint32_t pad;
 	uint64_t stat[USLUB_NR_STATS];
-};
+} __attribute__((aligned(256)));
+/* A power-of-two stride, so the fast path indexes it with one shift. */
+_Static_assert(sizeof(struct cache_cpu) == 256, "cache_cpu is 256 bytes");
 
 #define PCP_HIGH  64 /* order-0 pages a thread keeps */
 #define PCP_BATCH 16 /* moved at once to and from the buddy */
@@ -277,5 +298,7 @@ static inline void uslub_init(void)
 void uslub_stats_dump_at_exit(void);
 void uslub_stats_fold(struct uslub_thread *t);
 void uslub_note_in_use(void);
+
+#pragma GCC visibility pop
 
 #endif

@@ -53,7 +53,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	if (npages < (1UL << order))
 		uslub_pages_free_range(d + npages, (1UL << order) - npages);
 	d->kind = PAGE_LARGE;
-	d->objects = (uint32_t)npages;
+	d->objects = (uint16_t)npages;
 	d->order = (uint8_t)order;
 	d->owner = NULL;
 	d->flags = 0;
@@ -90,14 +90,14 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 		return p;
 	if (npages < old) {
 		uslub_pages_free_range(d + npages, old - npages);
-		d->objects = (uint32_t)npages;
+		d->objects = (uint16_t)npages;
 		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
 		return p;
 	}
 	if (size > HUGE_THRESHOLD || uslub_pages_claim(d + old, npages - old) != 0)
 		return NULL;
 	mark_large(d, npages, old);
-	d->objects = (uint32_t)npages;
+	d->objects = (uint16_t)npages;
 	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	return p;

@@ -59,6 +59,7 @@
 #include <string.h>
 
 struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
+struct class_div uslub_class_div[USLUB_NR_CLASSES];
 
 static inline void *get_next(void *object)
 {
@@ -102,7 +103,9 @@ void uslub_caches_init(void)
 		c->cls = i;
 		c->size = uslub_class_size[i];
 		uslub_class_name(i, c->name);
-		c->recip = ((1ULL << RECIP_SHIFT) + c->size - 1) / c->size;
+		uslub_class_div[i].size = c->size;
+		uslub_class_div[i].recip =
+			(uint32_t)(((1ULL << RECIP_SHIFT) + c->size - 1) / c->size);
 		c->order = uslub_calculate_order(c->size, &p);
 		c->min_order = uslub_get_order(c->size);
 		if (c->min_order > c->order)
@@ -135,9 +138,10 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 		s[i].head = s;
 	s->order = (uint8_t)order;
 	s->cls = (uint8_t)c->cls;
-	s->objects = objects;
+	s->objects = (uint16_t)objects;
 	s->flags = 0;
 	s->local_free = NULL;
+	s->local_count = 0;
 	s->next = NULL;
 	atomic_store_explicit(&s->word, w_make(0, objects, W_FROZEN), memory_order_relaxed);
 	s->kind = PAGE_SLAB;
@@ -190,6 +194,7 @@ static void discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslu
 	atomic_fetch_sub(&c->total_objects, s->objects);
 	atomic_store_explicit(&s->word, 0, memory_order_relaxed);
 	s->local_free = NULL;
+	s->local_count = 0;
 	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
 	stat_shared(t, c->cls, USLUB_STAT_FREE_SLAB);
 	s->kind = PAGE_UNUSED;
@@ -223,6 +228,7 @@ static void *take_slab_freelist(struct page_desc *s)
 	void *fl = s->local_free;
 	if (fl) {
 		s->local_free = NULL;
+		s->local_count = 0;
 		return fl;
 	}
 	uint64_t old = atomic_load_explicit(&s->word, memory_order_acquire);
@@ -246,39 +252,49 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 	struct cache_cpu *cc = &t->cpu[c->cls];
 	struct cache_node *n = node_of_slab(c, s);
 	char *base = page_address(s);
-	void *head = NULL, *tail = NULL;
-	uint32_t nfree = 0;
-
-	void *lists[2] = {fl, s->local_free};
-	for (int l = 0; l < 2; l++) {
-		for (void *p = lists[l]; p; p = get_next(p)) {
-			if (tail)
-				set_next(tail, p);
-			else
-				head = p;
-			tail = p;
+	/* The owner's free objects: the thread freelist (only when a thread flushes) ahead
+	 * of the local list, whose length the free fast path keeps, so a slab dropped
+	 * from the thread partial list costs no walk over its objects. */
+	void *mine = s->local_free;
+	uint32_t nfree = s->local_count;
+	if (fl) {
+		void *p = fl;
+		nfree++;
+		while (get_next(p)) {
+			p = get_next(p);
 			nfree++;
 		}
+		set_next(p, mine);
+		mine = fl;
 	}
 	s->local_free = NULL;
+	s->local_count = 0;
 	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
 
 	bool locked = false;
 	uint64_t old, new;
 	uint32_t inuse;
-	void *remote;
+	void *remote, *head;
 	for (;;) {
 		old = atomic_load_explicit(&s->word, memory_order_acquire);
 		remote = decode(w_head(old), base);
 		inuse = w_inuse(old) - nfree;
-		if ((head || remote) && !locked) {
+		if ((mine || remote) && !locked) {
 			pthread_mutex_lock(&n->list_lock);
 			locked = true;
 			continue;
 		}
-		if (tail)
-			set_next(tail, remote);
-		new = w_make(encode(head ? head : remote, base), inuse, 0);
+		head = mine;
+		if (remote) {
+			/* Remote frees go in front: they push at the head, so the tail of
+			 * this snapshot stays put while the walk runs. */
+			void *tail = remote;
+			while (get_next(tail) && get_next(tail) != mine)
+				tail = get_next(tail); /* a retry finds the link it made */
+			set_next(tail, mine);
+			head = remote;
+		}
+		new = w_make(encode(head, base), inuse, 0);
 		if (atomic_compare_exchange_strong_explicit(&s->word, &old, new,
 							    memory_order_release,
 							    memory_order_relaxed))
@@ -356,6 +372,7 @@ static struct page_desc *get_partial(struct uslub_cache *c, struct uslub_thread 
 			uslub_stat(cc, ALLOC_FROM_PARTIAL);
 		} else {
 			s->local_free = objects;
+			s->local_count = (uint16_t)(s->objects - w_inuse(old));
 			s->next = cc->partial;
 			cc->partial = s;
 			cc->nr_partial++;
@@ -550,6 +567,7 @@ void uslub_slab_free_slow(void *p)
 			uslub_report_bad_free("double free", "free", p, c);
 		set_next(p, s->local_free);
 		s->local_free = p;
+		s->local_count++;
 		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
 	} else {
 		slab_free_remote(c, s, p, t);

@@ -26,14 +26,19 @@ static inline void *uslub_malloc_inline(size_t size)
 static inline void uslub_free_inline(void *p)
 {
 	struct uslub_thread *t = uslub_tls_thread;
+	struct region *r = region_of(p);
 	struct page_desc *s;
-	if (likely(region_of(p)) && likely(s = page_desc_of(p)->head) && likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t)) {
-		const struct uslub_cache *c = &uslub_caches[s->cls];
-		uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
-		if (likely(((off * c->recip) >> RECIP_SHIFT) * c->size == off &&
-			   p != s->local_free)) {
-			*(void **)p = s->local_free;
+	if (likely(r) && likely(s = region_desc(r, p)->head) &&
+	    likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t)) {
+		/* The offset in the slab: the descriptor's place in the region, times 64, is
+		 * the slab's place. */
+		uint64_t off = ((uintptr_t)p - ((uintptr_t)s << DESC_SHIFT)) & REGION_MASK;
+		struct class_div div = uslub_class_div[s->cls];
+		void *local = s->local_free;
+		if (likely(((off * div.recip) >> RECIP_SHIFT) * div.size == off && p != local)) {
+			*(void **)p = local;
 			s->local_free = p;
+			s->local_count++;
 			uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
 			return;
 		}
