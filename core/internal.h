@@ -139,12 +139,14 @@ struct uslub_node {
 	pthread_mutex_t lock;
 	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
 	uint64_t nr_free[USLUB_MAX_ORDER + 1];
+	uint64_t nr_warm[USLUB_MAX_ORDER + 1];
 	struct region *regions;            /* newest first; growth takes from the newest */
 	uint64_t free_pages;
 	uint64_t warm_free_pages;          /* free and probably resident */
 	/* counters, under lock */
 	uint64_t grows;
-	uint64_t nowait_misses;
+	uint64_t nowait_misses;            /* high-order tries that found nothing at hand */
+	uint64_t reclaims;                 /* GFP_RECLAIM hand-backs at the cap */
 	uint64_t released_bytes;
 	uint64_t release_calls;
 	uint64_t region_count;
@@ -155,8 +157,13 @@ extern _Atomic uint64_t uslub_mapped_bytes;  /* from the OS, resident or not */
 extern _Atomic uint64_t uslub_peak_mapped;
 
 enum {
-	GFP_NOWAIT = 0x1, /* no contended lock, no growing: only a block already free */
-	GFP_META = 0x2,
+	GFP_TRYLOCK = 0x1, /* give up rather than wait for a contended node lock */
+	GFP_NOGROW = 0x2,  /* only blocks already free: take nothing more from the OS */
+	GFP_WARM = 0x4,    /* only warm blocks: fault in no fresh page on the caller's time */
+	GFP_COLD = 0x8,    /* prefer a cold block (the replenisher, which warms it) */
+	GFP_RECLAIM = 0x10, /* at the memory cap, hand free memory back and grow anew */
+	/* The high-order try: a block that is free, warm and at hand, or nothing. */
+	GFP_NOWAIT = GFP_TRYLOCK | GFP_NOGROW | GFP_WARM,
 };
 
 /* 2^order pages from node's buddy; NULL with errno ENOMEM when there is none. */

@@ -31,6 +31,8 @@ static const struct option_desc options[] = {
 	 "objects per slab the order calculation aims for; 0 = 4 * (fls(cpus) + 1)"},
 	{"USLUB_HIGH_ORDER", OPT_CHOICE, CFG(high_order_wait), 0, 0, 0, "nowait|wait",
 	 "nowait: try the preferred order, else take the minimum at once; wait: block for it"},
+	{"USLUB_BACKGROUND", OPT_UINT, CFG(background), 0, 0, 1, NULL,
+	 "1 starts the replenisher thread that prepares warm high-order blocks"},
 	{"USLUB_MEM_LIMIT", OPT_BYTES, CFG(mem_limit), 0, 0, 0, NULL,
 	 "cap on memory taken from the OS (K/M/G suffixes); 0 = none"},
 	{"USLUB_STATS", OPT_CHOICE, CFG(stats), 0, 0, 0, "0|1|json|text",

@@ -14,6 +14,7 @@ struct uslub_config {
 	unsigned max_order;
 	unsigned min_objects; /* 0: the kernel's rule on CPU count */
 	unsigned high_order_wait;
+	unsigned background;
 	uint64_t mem_limit; /* 0: none */
 	unsigned stats;     /* enum uslub_stats_mode */
 	unsigned verbose;

@@ -3,7 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static unsigned long fail_skip, fail_count;
@@ -145,4 +149,220 @@ uint64_t uslub_os_rss(void)
 	}
 	errno = saved;
 	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int uslub_os_populate(void *addr, size_t size)
+{
+	int saved = errno;
+	if (injected_failure())
+		return -1;
+	if (madvise(addr, size, MADV_POPULATE_WRITE) != 0) {
+		if (errno != EINVAL) /* kernels before 5.14 do not know it */
+			return -1;
+		for (size_t off = 0; off < size; off += 4096)
+			((volatile char *)addr)[off] = 0;
+	}
+	errno = saved;
+	return 0;
+}
+
+int uslub_os_hugepage(void *addr, size_t size)
+{
+	int saved = errno;
+	if (madvise(addr, size, MADV_HUGEPAGE) != 0)
+		return -1;
+	errno = saved;
+	return 0;
+}
+
+int uslub_os_nohugepage(void *addr, size_t size)
+{
+	int saved = errno;
+	if (madvise(addr, size, MADV_NOHUGEPAGE) != 0)
+		return -1;
+	errno = saved;
+	return 0;
+}
+
+/* The word in brackets, e.g. "always [madvise] never" gives "madvise". */
+static int read_bracketed(const char *path, char *out, size_t cap)
+{
+	char buf[128];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char *a = buf;
+	while (*a && *a != '[')
+		a++;
+	if (!*a)
+		return -1;
+	a++;
+	size_t i = 0;
+	while (a[i] && a[i] != ']' && i + 1 < cap) {
+		out[i] = a[i];
+		i++;
+	}
+	out[i] = '\0';
+	return 0;
+}
+
+int uslub_os_thp_policy(void)
+{
+	int saved = errno;
+	char enabled[32], defrag[32];
+	int rc = -1;
+	if (read_bracketed("/sys/kernel/mm/transparent_hugepage/enabled", enabled,
+			   sizeof(enabled)) == 0 &&
+	    enabled[0] != 'n') {
+		rc = 0;
+		/* "always" and "madvise" compact directly in the faulting thread for a range
+		 * with MADV_HUGEPAGE, "defer+madvise" too; "defer" and "never" do not. */
+		if (read_bracketed("/sys/kernel/mm/transparent_hugepage/defrag", defrag,
+				   sizeof(defrag)) == 0 &&
+		    (defrag[0] == 'a' || defrag[0] == 'm' ||
+		     (defrag[0] == 'd' && defrag[5] == '+')))
+			rc = 1;
+	}
+	errno = saved;
+	return rc;
+}
+
+void uslub_os_futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout_ms)
+{
+	int saved = errno;
+	struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, timeout_ms >= 0 ? &ts : NULL,
+		NULL, 0);
+	errno = saved;
+}
+
+void uslub_os_futex_wake(_Atomic uint32_t *word)
+{
+	int saved = errno;
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
+/* ---- statistics: smaps and the live page ----------------------------------------- */
+
+static uint64_t parse_hex(const char **p)
+{
+	uint64_t v = 0;
+	for (;; (*p)++) {
+		char c = **p;
+		if (c >= '0' && c <= '9')
+			v = v * 16 + (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v * 16 + (uint64_t)(c - 'a' + 10);
+		else
+			return v;
+	}
+}
+
+/* "Name:   1234 kB" -> bytes */
+static uint64_t parse_kb(const char *p)
+{
+	uint64_t v = 0;
+	while (*p == ' ')
+		p++;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	return v << 10;
+}
+
+static void smaps_line(const char *line, int (*ours)(uintptr_t, uintptr_t), int *mine,
+		       struct uslub_os_smaps *out)
+{
+	char c = line[0];
+	if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) {
+		/* A mapping's first line: "start-end perms offset dev inode path". */
+		const char *p = line;
+		uint64_t start = parse_hex(&p);
+		uint64_t end = *p == '-' ? (p++, parse_hex(&p)) : start;
+		*mine = ours((uintptr_t)start, (uintptr_t)end);
+	} else if (c == 'R' && memcmp(line, "Rss:", 4) == 0) {
+		uint64_t v = parse_kb(line + 4);
+		out->rss += v;
+		if (*mine)
+			out->our_rss += v;
+	} else if (c == 'A' && memcmp(line, "AnonHugePages:", 14) == 0) {
+		uint64_t v = parse_kb(line + 14);
+		out->anon_huge += v;
+		if (*mine)
+			out->our_anon_huge += v;
+	}
+}
+
+int uslub_os_smaps(int (*ours)(uintptr_t start, uintptr_t end), struct uslub_os_smaps *out)
+{
+	int saved = errno;
+	char buf[4096];
+	size_t have = 0;
+	int mine = 0;
+	memset(out, 0, sizeof(*out));
+	int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			*nl = '\0';
+			smaps_line(line, ours, &mine, out);
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* a line longer than the buffer (a long path): skip it */
+		memmove(buf, line, have);
+	}
+	close(fd);
+	errno = saved;
+	return 0;
+}
+
+void *uslub_os_map_shared_file(const char *path, size_t size)
+{
+	int saved = errno;
+	if (injected_failure())
+		return NULL;
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return NULL;
+	void *p = MAP_FAILED;
+	if (ftruncate(fd, (off_t)size) == 0)
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int err = errno;
+	close(fd);
+	if (p == MAP_FAILED) {
+		unlink(path);
+		errno = err;
+		return NULL;
+	}
+	errno = saved;
+	return p;
+}
+
+int uslub_os_unlink(const char *path)
+{
+	int saved = errno;
+	if (unlink(path) != 0)
+		return -1;
+	errno = saved;
+	return 0;
 }

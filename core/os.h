@@ -8,6 +8,7 @@
 #define USLUB_OS_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* Reserve `size` bytes aligned to `align` (a power of two), readable and writable but
@@ -20,6 +21,32 @@ void *uslub_os_map(size_t size);
 void *uslub_os_remap(void *addr, size_t old_size, size_t new_size);
 /* Hand pages back: afterwards they read as zero and are not resident. */
 int uslub_os_release(void *addr, size_t size);
+
+/* Fault the pages in now (MADV_POPULATE_WRITE, or a write to each page where the kernel
+ * lacks it), so whoever touches them later takes no page fault. */
+int uslub_os_populate(void *addr, size_t size);
+/* Ask for transparent huge pages on a 2 MiB-aligned range (MADV_HUGEPAGE). */
+int uslub_os_hugepage(void *addr, size_t size);
+int uslub_os_nohugepage(void *addr, size_t size);
+/* Whether a fault in a MADV_HUGEPAGE range may stall in direct compaction, from
+ * /sys/kernel/mm/transparent_hugepage/{enabled,defrag}: 1 stalls, 0 does not, -1 no THP. */
+int uslub_os_thp_policy(void);
+/* Block on a futex word while it holds `expected` (or until woken); wake waiters. */
+void uslub_os_futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout_ms);
+void uslub_os_futex_wake(_Atomic uint32_t *word);
+
+/* Resident and huge-page-backed bytes from /proc/self/smaps ("Rss", "AnonHugePages"), read
+ * in a fixed buffer: over every mapping, and over the mappings for which ours(start, end)
+ * is nonzero. 0, or -1 with errno when the file cannot be read. */
+struct uslub_os_smaps {
+	uint64_t rss, anon_huge;         /* whole process */
+	uint64_t our_rss, our_anon_huge; /* mappings `ours` accepts */
+};
+int uslub_os_smaps(int (*ours)(uintptr_t start, uintptr_t end), struct uslub_os_smaps *out);
+/* A file at `path`, created or truncated with mode 0600, `size` bytes long, mapped shared
+ * and writable (the live statistics page). NULL with errno on failure. */
+void *uslub_os_map_shared_file(const char *path, size_t size);
+int uslub_os_unlink(const char *path);
 
 /* Fault injection for tests: fail the next `count` calls of every kind after `skip`. */
 void uslub_os_fail(unsigned long skip, unsigned long count);

@@ -69,6 +69,7 @@ static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned orde
 	} else {
 		cds_list_add(&d->list, &n->free_area[order]);
 		n->warm_free_pages += 1UL << order;
+		n->nr_warm[order]++;
 	}
 	n->nr_free[order]++;
 	n->free_pages += 1UL << order;
@@ -80,8 +81,10 @@ static void list_remove(struct uslub_node *n, struct page_desc *d)
 	cds_list_del(&d->list);
 	n->nr_free[order]--;
 	n->free_pages -= 1UL << order;
-	if (!(d->flags & PF_COLD))
+	if (!(d->flags & PF_COLD)) {
 		n->warm_free_pages -= 1UL << order;
+		n->nr_warm[order]--;
+	}
 	d->kind = PAGE_UNUSED;
 }
 
@@ -95,9 +98,21 @@ static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order,
 			break;
 		list_remove(n, b);
 		/* Merged halves: cold only if both are; released (uncounted) only if both
-		 * are, otherwise the released half is counted as mapped again. */
-		if ((flags ^ b->flags) & PF_RELEASED)
-			mapped_add(block_bytes(order));
+		 * are. Otherwise the released half is counted as mapped again - unless a cap
+		 * is set, where the figure must stay exact: then the other half goes back to
+		 * the OS too. */
+		if ((flags ^ b->flags) & PF_RELEASED) {
+			struct page_desc *warm = (flags & PF_RELEASED) ? b : d;
+			if (uslub_config.mem_limit &&
+			    uslub_os_release(page_address(warm), block_bytes(order)) == 0) {
+				atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(order));
+				n->released_bytes += block_bytes(order);
+				flags |= PF_RELEASED | PF_COLD;
+				b->flags |= PF_RELEASED | PF_COLD;
+			} else {
+				mapped_add(block_bytes(order));
+			}
+		}
 		flags &= b->flags;
 		if (b < d) {
 			d->kind = PAGE_UNUSED;
@@ -161,10 +176,40 @@ static int grow(struct uslub_node *n, unsigned min_order)
 	return 0;
 }
 
+static bool over_limit(uint64_t bytes)
+{
+	uint64_t limit = uslub_config.mem_limit;
+	return limit && atomic_load(&uslub_mapped_bytes) + bytes > limit;
+}
+
+/* The first block of at least `order` that the flags allow, under the lock. Warm blocks
+ * head each list and cold ones trail it, so looking at both ends suffices. */
+static struct page_desc *find_block(struct uslub_node *n, unsigned order, unsigned gfp)
+{
+	for (unsigned o = order; o <= USLUB_MAX_ORDER; o++) {
+		struct cds_list_head *h = &n->free_area[o];
+		if (cds_list_empty(h))
+			continue;
+		struct page_desc *first = cds_list_entry(h->next, struct page_desc, list);
+		struct page_desc *last = cds_list_entry(h->prev, struct page_desc, list);
+		struct page_desc *d = (gfp & GFP_COLD) ? last : first;
+		if ((gfp & GFP_WARM) && (d->flags & PF_COLD))
+			continue;
+		/* A block handed back to the OS counts again once used: not past the cap. */
+		if ((d->flags & PF_RELEASED) && over_limit(block_bytes(o))) {
+			d = first;
+			if (d->flags & PF_RELEASED)
+				continue;
+		}
+		return d;
+	}
+	return NULL;
+}
+
 struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 {
 	struct uslub_node *n = &uslub_nodes[node];
-	if (gfp & GFP_NOWAIT) {
+	if (gfp & GFP_TRYLOCK) {
 		if (pthread_mutex_trylock(&n->lock) != 0) {
 			__atomic_fetch_add(&n->nowait_misses, 1, __ATOMIC_RELAXED);
 			return NULL;
@@ -172,28 +217,30 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 	} else {
 		pthread_mutex_lock(&n->lock);
 	}
-	unsigned o;
-	struct page_desc *d = NULL;
-	for (;;) {
-		for (o = order; o <= USLUB_MAX_ORDER; o++) {
-			if (!cds_list_empty(&n->free_area[o])) {
-				d = cds_list_entry(n->free_area[o].next, struct page_desc, list);
-				break;
-			}
-		}
-		if (d)
-			break;
-		if (gfp & GFP_NOWAIT) {
+	struct page_desc *d;
+	bool reclaimed = false;
+	while (!(d = find_block(n, order, gfp))) {
+		if (gfp & GFP_NOGROW) {
 			n->nowait_misses++;
 			pthread_mutex_unlock(&n->lock);
 			return NULL;
 		}
-		if (grow(n, order) != 0) {
+		if (grow(n, order) == 0)
+			continue;
+		if (!(gfp & GFP_RECLAIM) || reclaimed || !uslub_config.mem_limit) {
 			pthread_mutex_unlock(&n->lock);
 			errno = ENOMEM;
 			return NULL;
 		}
+		/* The pre-fix kernel's direct reclaim, in user space: give the free warm memory
+		 * back to the OS so the cap admits a fresh block, on the caller's time. */
+		n->reclaims++;
+		pthread_mutex_unlock(&n->lock);
+		uslub_pages_release(node, 0);
+		pthread_mutex_lock(&n->lock);
+		reclaimed = true;
 	}
+	unsigned o = d->order;
 	unsigned flags = d->flags;
 	list_remove(n, d);
 	while (o > order) {

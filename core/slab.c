@@ -52,6 +52,7 @@
 #include "options.h"
 #include "os.h"
 #include "print.h"
+#include "replenish.h"
 #include "slab.h"
 
 #include <errno.h>
@@ -171,9 +172,15 @@ static struct page_desc *allocate_slab(struct uslub_cache *c, struct uslub_threa
 
 	if (order > c->min_order) {
 		s = uslub_pages_alloc(t->node, order, GFP_NOWAIT);
-		if (!s && uslub_config.high_order_wait) {
-			uslub_stat(cc, HIGH_ORDER_STALL);
-			s = uslub_pages_alloc(t->node, order, 0);
+		if (!s) {
+			if (uslub_config.high_order_wait) {
+				/* The pre-fix kernel: wait for the lock, grow, and at the cap
+				 * hand memory back to make room - all on the caller's time. */
+				uslub_stat(cc, HIGH_ORDER_STALL);
+				s = uslub_pages_alloc(t->node, order, GFP_RECLAIM);
+			} else {
+				uslub_replenish_kick();
+			}
 		}
 		if (!s) {
 			uslub_stat(cc, ORDER_FALLBACK);
@@ -445,6 +452,10 @@ load:
 void *uslub_slab_alloc_class(unsigned cls)
 {
 	struct uslub_thread *t = uslub_tls_thread;
+	/* A safe point: no cache state is half-changed here, so the nested allocations of
+	 * pthread_create are harmless. */
+	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
+		uslub_replenish_start();
 	if (likely(t->state == THREAD_LIVE))
 		return alloc_refill(t, cls);
 	if (t->state == THREAD_EMPTY) {

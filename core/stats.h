@@ -8,6 +8,9 @@
 
 #include "uslub_config.h"
 
+#include <stdatomic.h>
+#include <stddef.h>
+
 #define USLUB_STAT_ITEMS(X)                                                                \
 	X(ALLOC_FASTPATH, alloc_fastpath)         /* served from the thread's freelist */ \
 	X(ALLOC_SLOWPATH, alloc_slowpath)         /* freelist empty: took the slow path */ \
@@ -34,7 +37,9 @@
 	X(CPU_PARTIAL_ALLOC, cpu_partial_alloc)   /* slab taken from the thread partial list */ \
 	X(CPU_PARTIAL_FREE, cpu_partial_free)     /* a free put a full slab on it */        \
 	X(CPU_PARTIAL_NODE, cpu_partial_node)     /* slabs moved node -> thread partial */  \
-	X(CPU_PARTIAL_DRAIN, cpu_partial_drain)   /* thread partial list drained to node */
+	X(CPU_PARTIAL_DRAIN, cpu_partial_drain)   /* thread partial list drained to node */ \
+	X(SAMPLE_REQUESTS, sample_requests)       /* slow-path allocations whose size ... */ \
+	X(SAMPLE_REQUESTED_BYTES, sample_requested_bytes) /* ... was recorded: their sum */
 
 enum uslub_stat_item {
 #define X(id, name) USLUB_STAT_##id,
@@ -44,6 +49,17 @@ enum uslub_stat_item {
 };
 
 extern const char *const uslub_stat_names[USLUB_NR_STATS];
+
+/* Bytes asked for versus bytes handed out (internal waste) cannot be counted exactly without
+ * work on the fast path, which only knows the class. The slow path knows the size, and it is
+ * taken when a thread's freelist runs dry - a moment that does not depend on the sizes asked
+ * for - so the requests it records are a fair sample of the class's requests. The dump
+ * scales their mean by the active objects. Called from the allocation slow path. */
+void uslub_stat_request(unsigned cls, size_t size);
+
+/* Counters folded from exiting threads change under this sequence count (odd while a fold
+ * runs), so a reader that walks the registry under RCU can tell it raced with one. */
+extern _Atomic unsigned long uslub_fold_seq;
 
 #if USLUB_STATS_ENABLED
 #define uslub_stat(cc, item) ((cc)->stat[USLUB_STAT_##item]++)

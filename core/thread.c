@@ -4,11 +4,13 @@
 #include "internal.h"
 #include "options.h"
 #include "os.h"
+#include "replenish.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
+#include <urcu/urcu-bp.h>
 
 struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
 static struct uslub_thread dead_thread = {.state = THREAD_DEAD};
@@ -33,7 +35,7 @@ struct page_desc *uslub_pcp_alloc(struct uslub_thread *t, unsigned node)
 	if (!t->pcp_count) {
 		/* Refill in one batch: one trip to the node lock for PCP_BATCH pages. Taken
 		 * as one block when there is one, so the pages are neighbours. */
-		struct page_desc *b = uslub_pages_alloc(node, 4, GFP_NOWAIT);
+		struct page_desc *b = uslub_pages_alloc(node, 4, GFP_TRYLOCK | GFP_NOGROW);
 		if (b) {
 			for (unsigned i = 0; i < PCP_BATCH; i++)
 				t->pcp[t->pcp_count++] = b + (PCP_BATCH - 1 - i);
@@ -73,14 +75,29 @@ static unsigned thread_order(void)
 	return uslub_get_order(sizeof(struct uslub_thread));
 }
 
+/* The registry of thread states. Writers (a thread's first allocation, a thread's exit)
+ * serialise on uslub_registry_lock; readers - the statistics dump, the live view - walk it
+ * under RCU (urcu-bp, which needs no reader registration: any thread may take a dump) and
+ * take no lock, so a dump never waits for, or holds up, a thread being created inside
+ * malloc. A state leaves the list like cds_list_del_rcu: its own reg_next stays intact for a
+ * reader standing on it, and its pages go back only after a grace period.
+ *
+ * liburcu and malloc: the writer side (synchronize_rcu) only takes liburcu's own mutexes and
+ * blocks signals; a thread's first read lock registers it through mmap and
+ * pthread_setspecific, which allocates only for a key past the first 32 (liburcu creates its
+ * key in its constructor, before the program's). Neither is ever called from inside malloc:
+ * readers are the dump, the live-view thread and uslub_stats_print, and the writer that
+ * waits is the thread-exit destructor, outside any allocator lock. */
 static void registry_add(struct uslub_thread *t)
 {
 	pthread_mutex_lock(&uslub_registry_lock);
+	struct uslub_thread *head = uslub_registry;
 	t->reg_prev = NULL;
-	t->reg_next = uslub_registry;
-	if (uslub_registry)
-		uslub_registry->reg_prev = t;
-	uslub_registry = t;
+	t->reg_next = head;
+	if (head)
+		head->reg_prev = t;
+	/* Publish after the state is initialised (zeroed counters): rcu_assign_pointer. */
+	__atomic_store_n(&uslub_registry, t, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&uslub_registry_lock);
 }
 
@@ -88,12 +105,15 @@ static void registry_del(struct uslub_thread *t)
 {
 	pthread_mutex_lock(&uslub_registry_lock);
 	if (t->reg_prev)
-		t->reg_prev->reg_next = t->reg_next;
+		__atomic_store_n(&t->reg_prev->reg_next, t->reg_next, __ATOMIC_RELEASE);
 	else
-		uslub_registry = t->reg_next;
+		__atomic_store_n(&uslub_registry, t->reg_next, __ATOMIC_RELEASE);
 	if (t->reg_next)
 		t->reg_next->reg_prev = t->reg_prev;
 	pthread_mutex_unlock(&uslub_registry_lock);
+	/* A reader may still stand on t: wait until every read-side section that could have
+	 * seen it has ended before the caller frees it. */
+	urcu_bp_synchronize_rcu();
 }
 
 struct uslub_thread *uslub_thread_create(void)
@@ -121,18 +141,24 @@ struct uslub_thread *uslub_thread_create(void)
 	return t;
 }
 
+_Atomic unsigned long uslub_fold_seq;
+
 /* Folding counters into the caches is done under stat_lock so two exiting threads do
- * not lose each other's counts. */
+ * not lose each other's counts. The thread's own counters are zeroed as they are added,
+ * and the fold runs before the thread leaves the registry, so a reader counts each event
+ * once; uslub_fold_seq, odd during the fold, tells a reader that raced with it to retry. */
 void uslub_stats_fold(struct uslub_thread *t)
 {
 	pthread_mutex_lock(&uslub_stat_lock);
+	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_acq_rel);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		for (unsigned k = 0; k < USLUB_NR_STATS; k++) {
 			__atomic_fetch_add(&uslub_caches[i].stat[k], t->cpu[i].stat[k],
 					   __ATOMIC_RELAXED);
-			t->cpu[i].stat[k] = 0;
+			__atomic_store_n(&t->cpu[i].stat[k], 0, __ATOMIC_RELAXED);
 		}
 	}
+	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_release);
 	pthread_mutex_unlock(&uslub_stat_lock);
 }
 
@@ -147,8 +173,8 @@ static void thread_exit(void *arg)
 	uslub_thread_flush(t);
 	uslub_tls_thread = &dead_thread;
 	t->state = THREAD_DEAD;
-	registry_del(t);
 	uslub_stats_fold(t);
+	registry_del(t);
 	struct page_desc *d = page_desc_of(t);
 	d->kind = PAGE_UNUSED;
 	uslub_pages_free(d, d->order);
@@ -198,6 +224,7 @@ void uslub_init_slow(void)
 	uslub_options_init(environ ? environ : read_proc_environ());
 	uslub_pages_init();
 	uslub_caches_init();
+	uslub_replenish_init();
 	registry_add(&uslub_orphan_thread);
 	pthread_key_create(&thread_key, thread_exit);
 	atomic_store_explicit(&uslub_ready, 1, memory_order_release);
@@ -212,6 +239,7 @@ void uslub_init_slow(void)
  * held by a thread that no longer exists. */
 static void fork_prepare(void)
 {
+	urcu_bp_before_fork();
 	pthread_mutex_lock(&uslub_orphan_lock);
 	pthread_mutex_lock(&uslub_registry_lock);
 	pthread_mutex_lock(&uslub_stat_lock);
@@ -232,6 +260,7 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&uslub_stat_lock);
 	pthread_mutex_unlock(&uslub_registry_lock);
 	pthread_mutex_unlock(&uslub_orphan_lock);
+	urcu_bp_after_fork_parent();
 }
 
 /* In the child the other threads are gone. Their slabs stay frozen under their names and
@@ -247,6 +276,7 @@ static void fork_child(void)
 	pthread_mutex_init(&uslub_stat_lock, NULL);
 	pthread_mutex_init(&uslub_registry_lock, NULL);
 	pthread_mutex_init(&uslub_orphan_lock, NULL);
+	uslub_replenish_after_fork_child();
 }
 
 /* pthread_atfork allocates, so it is registered from a constructor, once the allocator

@@ -142,7 +142,7 @@ static void os_failure(void)
 	struct page_desc *held[N];
 	int n = 0;
 	while (n < N && uslub_nodes[0].free_pages)
-		held[n++] = uslub_pages_alloc(0, USLUB_MAX_ORDER, GFP_NOWAIT);
+		held[n++] = uslub_pages_alloc(0, USLUB_MAX_ORDER, GFP_TRYLOCK | GFP_NOGROW);
 	while (n > 0 && !held[n - 1])
 		n--;
 	struct region *r = uslub_nodes[0].regions;

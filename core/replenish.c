@@ -1,0 +1,147 @@
+/* The background replenisher.
+ *
+ * The kernel's lesson: a slab allocation must not wait for a high-order page; if one is
+ * not at hand it takes the minimum order, and kswapd/kcompactd make the next try likely to
+ * succeed. Here a failed try (uslub_replenish_kick) wakes this thread. It keeps, per node,
+ * a reserve of warm free memory in blocks of at least the caches' largest preferred order:
+ * it takes cold blocks (never touched, or handed back to the OS) or grows the node, faults
+ * them in with MADV_POPULATE_WRITE and frees them back warm. Where the system's
+ * transparent-huge-page policy would make a faulting thread compact memory, the huge-page
+ * advice is given only here, for the prefault, and withdrawn after it, so no caller ever
+ * stalls for a huge page.
+ *
+ * It holds the page allocator's node lock only as any allocation does, never a lock of the
+ * fast path (which has none), and sleeps on a futex when there is nothing to do. It is
+ * started lazily at a safe point of the slow path, never from inside the page allocator,
+ * and again in a forked child, where the parent's thread does not exist. */
+#include "replenish.h"
+
+#include "internal.h"
+#include "options.h"
+#include "os.h"
+
+#include <pthread.h>
+
+#define CHUNK_ORDER   9 /* 2 MiB: one transparent huge page */
+#define RESERVE_BYTES (4UL << 20)
+
+struct uslub_replenish_stats uslub_replenish_stats;
+_Atomic int uslub_replenish_pending;
+
+static _Atomic uint32_t kick_seq;
+static _Atomic int sleeping, stop_requested, running;
+static pthread_t thread;
+static unsigned target_order;
+static int thp_policy;
+
+void uslub_replenish_init(void)
+{
+	target_order = 0;
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		if (uslub_caches[i].order > target_order)
+			target_order = uslub_caches[i].order;
+	thp_policy = uslub_os_thp_policy();
+	if (uslub_config.background)
+		atomic_store(&uslub_replenish_pending, 1);
+}
+
+static uint64_t warm_reserve(struct uslub_node *n)
+{
+	uint64_t bytes = 0;
+	for (unsigned o = target_order; o <= USLUB_MAX_ORDER; o++)
+		bytes += __atomic_load_n(&n->nr_warm[o], __ATOMIC_RELAXED) *
+			 (USLUB_PAGE_SIZE << o);
+	return bytes;
+}
+
+static void prepare_node(unsigned node)
+{
+	struct uslub_node *n = &uslub_nodes[node];
+	while (warm_reserve(n) < RESERVE_BYTES && !atomic_load(&stop_requested)) {
+		struct page_desc *d = uslub_pages_alloc(node, CHUNK_ORDER, GFP_COLD);
+		if (!d)
+			return; /* at the cap, or the OS said no: callers fall back meanwhile */
+		if (!(d->flags & PF_COLD)) {
+			/* All free memory is already warm: nothing to prepare. */
+			uslub_pages_free(d, CHUNK_ORDER);
+			return;
+		}
+		void *p = page_address(d);
+		size_t len = USLUB_PAGE_SIZE << CHUNK_ORDER;
+		bool advised = thp_policy >= 0 && uslub_os_hugepage(p, len) == 0;
+		uslub_os_populate(p, len);
+		if (advised) {
+			uslub_replenish_stats.huge_chunks++;
+			/* Withdraw the advice where a later fault (after the range went back to
+			 * the OS) would compact on a caller's time. */
+			if (thp_policy == 1)
+				uslub_os_nohugepage(p, len);
+		}
+		uslub_pages_free(d, CHUNK_ORDER);
+		uslub_replenish_stats.blocks++;
+		uslub_replenish_stats.bytes += len;
+	}
+}
+
+static void *replenish_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop_requested)) {
+		uint32_t seq = atomic_load(&kick_seq);
+		uslub_replenish_stats.wakeups++;
+		for (unsigned node = 0; node < MAX_NODES; node++)
+			prepare_node(node);
+		atomic_store(&sleeping, 1);
+		if (atomic_load(&kick_seq) == seq && !atomic_load(&stop_requested))
+			uslub_os_futex_wait(&kick_seq, seq, -1);
+		atomic_store(&sleeping, 0);
+	}
+	return NULL;
+}
+
+void uslub_replenish_start(void)
+{
+	if (!atomic_exchange(&uslub_replenish_pending, 0) || atomic_load(&running))
+		return;
+	atomic_store(&stop_requested, 0);
+	/* pthread_create allocates (the new thread's TLS); that nested malloc is served
+	 * normally, since the pending flag is already clear. */
+	if (pthread_create(&thread, NULL, replenish_main, NULL) == 0) {
+		pthread_setname_np(thread, "uslub-replenish");
+		atomic_store(&running, 1);
+		uslub_replenish_stats.starts++;
+	}
+}
+
+void uslub_replenish_kick(void)
+{
+	if (!uslub_config.background)
+		return;
+	atomic_fetch_add(&kick_seq, 1);
+	if (atomic_load(&sleeping))
+		uslub_os_futex_wake(&kick_seq);
+}
+
+void uslub_replenish_stop(void)
+{
+	if (!atomic_load(&running))
+		return;
+	atomic_store(&stop_requested, 1);
+	atomic_fetch_add(&kick_seq, 1);
+	uslub_os_futex_wake(&kick_seq);
+	pthread_join(thread, NULL);
+	atomic_store(&running, 0);
+}
+
+void uslub_replenish_after_fork_child(void)
+{
+	atomic_store(&running, 0);
+	atomic_store(&sleeping, 0);
+	if (uslub_config.background)
+		atomic_store(&uslub_replenish_pending, 1);
+}
+
+int uslub_replenish_running(void)
+{
+	return atomic_load(&running);
+}
