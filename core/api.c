@@ -14,8 +14,11 @@ extern uint64_t uslub_trim_threshold;
 void *uslub_slab_alloc_slow(size_t size)
 {
 	uslub_init();
-	if (size <= USLUB_MAX_SMALL)
-		return uslub_slab_alloc_class(uslub_size_to_class(size));
+	if (size <= USLUB_MAX_SMALL) {
+		unsigned cls = uslub_size_to_class(size);
+		uslub_stat_request(cls, size); /* the internal-waste sample, see stats.h */
+		return uslub_slab_alloc_class(cls);
+	}
 	if (size > PTRDIFF_MAX) {
 		errno = ENOMEM;
 		return NULL;
@@ -202,7 +205,7 @@ int uslub_trim_impl(size_t pad)
 	if (t->state == THREAD_LIVE)
 		uslub_pcp_drain(t, 0);
 	size_t released = 0;
-	for (unsigned n = 0; n < MAX_NODES; n++)
+	for (unsigned n = 0; n < uslub_nr_nodes; n++)
 		released += uslub_pages_release(n, pad >> USLUB_PAGE_SHIFT);
 	return released > 0;
 }
@@ -238,12 +241,19 @@ struct mallinfo2 uslub_mallinfo2_impl(void)
 	uslub_get_totals(&t);
 	struct mallinfo2 mi;
 	memset(&mi, 0, sizeof(mi));
+	/* glibc's meanings: arena = memory from the OS other than the mmapped blocks,
+	 * uordblks / fordblks = the part of it in use / free, hblkhd = mmapped blocks (huge
+	 * ones here; hblks, their number, is not kept), keepcost = what malloc_trim can
+	 * release, usmblks = the historical high-water mark (glibc now leaves it 0). Free
+	 * space counts free pages and the free objects of slabs. */
+	uint64_t small = t.in_use - t.huge - t.large;
 	mi.arena = t.mapped - t.huge;
 	mi.hblkhd = t.huge;
 	mi.uordblks = t.in_use - t.huge;
-	mi.fordblks = t.free_pages;
+	mi.fordblks = t.free_pages + (t.slabs > small ? t.slabs - small : 0);
+	mi.keepcost = t.warm_free;
 	mi.usmblks = t.peak_mapped;
-	for (unsigned n = 0; n < MAX_NODES; n++)
+	for (unsigned n = 0; n < uslub_nr_nodes; n++)
 		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
 			mi.ordblks += __atomic_load_n(&uslub_nodes[n].nr_free[o], __ATOMIC_RELAXED);
 	return mi;

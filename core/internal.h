@@ -35,7 +35,7 @@
 #define ADDR_BITS      47
 #define REGION_SLOTS   (1UL << (ADDR_BITS - REGION_SHIFT))
 #define MAX_BLOCK      (USLUB_PAGE_SIZE << USLUB_MAX_ORDER)
-#define MAX_NODES      1
+#define MAX_NODES      16
 
 enum page_kind {
 	PAGE_UNUSED = 0, /* never handed out, or inside a free block: reads as zero */
@@ -150,9 +150,16 @@ struct uslub_node {
 	uint64_t released_bytes;
 	uint64_t release_calls;
 	uint64_t region_count;
+	/* get_any_partial on behalf of threads of this node (atomic adds, slow path) */
+	uint64_t any_partial_calls;
+	uint64_t any_partial_tried;        /* nodes whose list was looked at */
+	uint64_t remote_slabs;             /* slabs taken from another node's list */
+	uint64_t remote_objects;           /* ... and the free objects they brought */
+	uint64_t local_partial_hits;       /* get_partial served by the local list */
 };
 
 extern struct uslub_node uslub_nodes[MAX_NODES];
+extern unsigned uslub_nr_nodes; /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
 extern _Atomic uint64_t uslub_mapped_bytes;  /* from the OS, resident or not */
 extern _Atomic uint64_t uslub_peak_mapped;
 

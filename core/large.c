@@ -131,7 +131,8 @@ static struct huge_entry *huge_find(uintptr_t a)
 	}
 }
 
-static int huge_insert(uintptr_t a, size_t len)
+/* Room for one more entry, growing the table if needed; -1 when the OS refuses. */
+static int huge_reserve(void)
 {
 	if ((huge_used + huge_tombs + 1) * 2 > huge_cap) {
 		size_t cap = huge_cap ? huge_cap * 2 : 512;
@@ -155,6 +156,13 @@ static int huge_insert(uintptr_t a, size_t len)
 		huge_cap = cap;
 		huge_tombs = 0;
 	}
+	return 0;
+}
+
+static int huge_insert(uintptr_t a, size_t len)
+{
+	if (huge_reserve() != 0)
+		return -1;
 	size_t i = huge_hash(a, huge_cap);
 	while (huge_table[i].addr > 1)
 		i = (i + 1) & (huge_cap - 1);
@@ -256,6 +264,13 @@ void *uslub_huge_realloc(void *p, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* Make the table's room first: once the mapping has moved, the entry must fit. */
+	if (huge_reserve() != 0) {
+		pthread_mutex_unlock(&huge_lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	e = huge_find((uintptr_t)p); /* the table may have been rebuilt */
 	void *q = uslub_os_remap(p, old, len);
 	if (!q) {
 		pthread_mutex_unlock(&huge_lock);
@@ -263,7 +278,7 @@ void *uslub_huge_realloc(void *p, size_t size)
 		return NULL;
 	}
 	huge_erase(e);
-	huge_insert((uintptr_t)q, len); /* cannot fail: a slot was just freed */
+	huge_insert((uintptr_t)q, len); /* cannot fail: room was made above */
 	pthread_mutex_unlock(&huge_lock);
 	if (len > old) {
 		atomic_fetch_add(&uslub_huge_bytes, len - old);

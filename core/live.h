@@ -15,17 +15,17 @@
 
 #define USLUB_LIVE_MAGIC   "USLUBLV"
 #define USLUB_LIVE_VERSION 1
-#define USLUB_LIVE_SIZE    (512UL << 10) /* header and text; the file is sparse */
+#define USLUB_LIVE_SIZE	   (512UL << 10) /* header and text; the file is sparse */
 
 struct uslub_live_header {
-	char magic[8];        /* "USLUBLV\0" */
+	char magic[8];	      /* "USLUBLV\0" */
 	uint32_t version;     /* USLUB_LIVE_VERSION */
 	uint32_t header_size; /* the text starts here */
-	uint64_t seq;         /* odd while being written */
+	uint64_t seq;	      /* odd while being written */
 	uint64_t pid;
-	uint64_t updates;     /* pages written so far */
-	uint64_t time_ns;     /* CLOCK_REALTIME of this page */
-	uint64_t len;         /* bytes of JSON text */
+	uint64_t updates; /* pages written so far */
+	uint64_t time_ns; /* CLOCK_REALTIME of this page */
+	uint64_t len;	  /* bytes of JSON text */
 	uint64_t period_ms;
 };
 _Static_assert(sizeof(struct uslub_live_header) == 64, "the readers unpack 64 bytes");

@@ -8,7 +8,7 @@
 
 struct uslub_config uslub_config;
 
-enum opt_kind { OPT_UINT, OPT_BYTES, OPT_CHOICE, OPT_PATH };
+enum opt_kind { OPT_UINT, OPT_BYTES, OPT_CHOICE, OPT_STRING };
 
 struct option_desc {
 	const char *name;
@@ -35,10 +35,15 @@ static const struct option_desc options[] = {
 	 "1 starts the replenisher thread that prepares warm high-order blocks"},
 	{"USLUB_MEM_LIMIT", OPT_BYTES, CFG(mem_limit), 0, 0, 0, NULL,
 	 "cap on memory taken from the OS (K/M/G suffixes); 0 = none"},
-	{"USLUB_STATS", OPT_CHOICE, CFG(stats), 0, 0, 0, "0|1|json|text",
-	 "dump statistics at exit: 1 or text for the table, json for JSON"},
-	{"USLUB_STATS_FILE", OPT_PATH, CFG(stats_file), 0, 0, 0, NULL,
+	{"USLUB_STATS", OPT_CHOICE, CFG(stats), 0, 0, 0, "0|1|json|text|live",
+	 "dump statistics at exit: 1 or text for the table, json for JSON; live publishes "
+	 "them in /dev/shm/uslub.<pid> for tools/uslub top"},
+	{"USLUB_STATS_FILE", OPT_STRING, CFG(stats_file), 0, 0, sizeof(uslub_config.stats_file), NULL,
 	 "where the dump goes (%p becomes the pid); default stderr"},
+	{"USLUB_NUMA", OPT_STRING, CFG(numa), 0, 0, sizeof(uslub_config.numa), NULL,
+	 "auto (libnuma's topology), off (one node), or fake:N (N simulated nodes)"},
+	{"USLUB_FAULT", OPT_STRING, CFG(fault), 0, 0, sizeof(uslub_config.fault), NULL,
+	 "test only: make OS calls fail, e.g. mmap:3 (the 3rd) or mmap:every:5"},
 	{"USLUB_VERBOSE", OPT_UINT, CFG(verbose), 0, 0, 1, NULL,
 	 "1 prints the effective settings at start-up"},
 };
@@ -112,7 +117,7 @@ static void set_default(const struct option_desc *o)
 {
 	if (o->kind == OPT_BYTES)
 		*(uint64_t *)((char *)&uslub_config + o->offset) = o->def;
-	else if (o->kind == OPT_PATH)
+	else if (o->kind == OPT_STRING)
 		((char *)&uslub_config + o->offset)[0] = '\0';
 	else
 		*uint_field(o) = (unsigned)o->def;
@@ -147,15 +152,15 @@ static void apply(const struct option_desc *o, const char *value)
 		uslub_message("uslub: %s=%s is not one of %s; using the default\n", o->name,
 			      value, o->choices);
 		return;
-	case OPT_PATH: {
+	case OPT_STRING: {
 		size_t n = strlen(value);
 		char *dst = (char *)&uslub_config + o->offset;
-		if (n < sizeof(uslub_config.stats_file)) {
+		if (n < o->max) {
 			memcpy(dst, value, n + 1);
 			return;
 		}
-		uslub_message("uslub: %s is longer than %zu bytes; using stderr\n", o->name,
-			      sizeof(uslub_config.stats_file) - 1);
+		uslub_message("uslub: %s is longer than %lu bytes; using the default\n", o->name,
+			      (unsigned long)(o->max - 1));
 		return;
 	}
 	}
@@ -177,6 +182,8 @@ void uslub_options_init(char **env)
 	/* "json" and "text" are spelled out in the choice list after 0 and 1. */
 	if (uslub_config.stats == 3)
 		uslub_config.stats = USLUB_STATS_TEXT;
+	else if (uslub_config.stats == 4)
+		uslub_config.stats = USLUB_STATS_LIVE;
 	else if (uslub_config.stats == 2)
 		uslub_config.stats = USLUB_STATS_JSON;
 	if (uslub_config.min_order > uslub_config.max_order) {
@@ -199,7 +206,7 @@ void uslub_options_print(int fd)
 			uslub_printf(&o, "%lu",
 				     (unsigned long)*(uint64_t *)((char *)&uslub_config +
 								   d->offset));
-		else if (d->kind == OPT_PATH)
+		else if (d->kind == OPT_STRING)
 			uslub_printf(&o, "%s", (char *)&uslub_config + d->offset);
 		else
 			uslub_printf(&o, "%u", *uint_field(d));

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-enum uslub_stats_mode { USLUB_STATS_OFF, USLUB_STATS_TEXT, USLUB_STATS_JSON };
+enum uslub_stats_mode { USLUB_STATS_OFF, USLUB_STATS_TEXT, USLUB_STATS_JSON, USLUB_STATS_LIVE };
 
 struct uslub_config {
 	unsigned min_order;
@@ -19,6 +19,8 @@ struct uslub_config {
 	unsigned stats;     /* enum uslub_stats_mode */
 	unsigned verbose;
 	char stats_file[256];
+	char numa[32];  /* auto, off, fake:N - parsed by node.c */
+	char fault[64]; /* test-only fault injection, e.g. mmap:3 - parsed by os.c */
 };
 
 extern struct uslub_config uslub_config;

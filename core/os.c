@@ -12,19 +12,31 @@
 
 static unsigned long fail_skip, fail_count;
 
-/* Decides whether this OS call is one the test asked to fail. Racy counters are fine:
- * fault injection is used by single-threaded tests. */
-static int injected_failure(void)
+/* The kinds of call USLUB_FAULT can make fail, by the system call behind them. munmap and
+ * mbind are not among them: neither is on a path that can report ENOMEM to the caller. */
+enum fault_kind { FAULT_MMAP, FAULT_MREMAP, FAULT_MADVISE, FAULT_ALL, NR_FAULT_KINDS };
+
+static int fault_rule_fires(enum fault_kind kind);
+
+/* Decides whether this OS call is one the test asked to fail: uslub_os_fail's window
+ * (racy counters are fine: it is used by single-threaded tests), then the USLUB_FAULT
+ * rules, whose counters are atomic because preloaded programs have threads. */
+static int injected_failure(enum fault_kind kind)
 {
-	if (!fail_count)
-		return 0;
-	if (fail_skip) {
-		fail_skip--;
-		return 0;
+	if (fail_count) {
+		if (fail_skip) {
+			fail_skip--;
+		} else {
+			fail_count--;
+			errno = ENOMEM;
+			return 1;
+		}
 	}
-	fail_count--;
-	errno = ENOMEM;
-	return 1;
+	if (fault_rule_fires(kind)) {
+		errno = ENOMEM;
+		return 1;
+	}
+	return 0;
 }
 
 void uslub_os_fail(unsigned long skip, unsigned long count)
@@ -36,7 +48,7 @@ void uslub_os_fail(unsigned long skip, unsigned long count)
 void *uslub_os_reserve(size_t size, size_t align)
 {
 	int saved = errno;
-	if (injected_failure())
+	if (injected_failure(FAULT_MMAP))
 		return NULL;
 	/* Over-reserve, then cut the unaligned ends off: mmap only promises page alignment. */
 	size_t span = size + align;
@@ -67,7 +79,7 @@ int uslub_os_unmap(void *addr, size_t size)
 void *uslub_os_map(size_t size)
 {
 	int saved = errno;
-	if (injected_failure())
+	if (injected_failure(FAULT_MMAP))
 		return NULL;
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
@@ -79,7 +91,7 @@ void *uslub_os_map(size_t size)
 void *uslub_os_remap(void *addr, size_t old_size, size_t new_size)
 {
 	int saved = errno;
-	if (injected_failure())
+	if (injected_failure(FAULT_MREMAP))
 		return NULL;
 	void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED)
@@ -91,7 +103,7 @@ void *uslub_os_remap(void *addr, size_t old_size, size_t new_size)
 int uslub_os_release(void *addr, size_t size)
 {
 	int saved = errno;
-	if (injected_failure())
+	if (injected_failure(FAULT_MADVISE))
 		return -1;
 	if (madvise(addr, size, MADV_DONTNEED) != 0)
 		return -1;
@@ -158,7 +170,7 @@ uint64_t uslub_os_rss(void)
 int uslub_os_populate(void *addr, size_t size)
 {
 	int saved = errno;
-	if (injected_failure())
+	if (injected_failure(FAULT_MADVISE))
 		return -1;
 	if (madvise(addr, size, MADV_POPULATE_WRITE) != 0) {
 		if (errno != EINVAL) /* kernels before 5.14 do not know it */
@@ -339,7 +351,7 @@ int uslub_os_smaps(int (*ours)(uintptr_t start, uintptr_t end), struct uslub_os_
 void *uslub_os_map_shared_file(const char *path, size_t size)
 {
 	int saved = errno;
-	if (injected_failure())
+	if (injected_failure(FAULT_MMAP))
 		return NULL;
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
@@ -365,4 +377,161 @@ int uslub_os_unlink(const char *path)
 		return -1;
 	errno = saved;
 	return 0;
+}
+
+int uslub_os_bind(void *addr, size_t size, unsigned node)
+{
+	int saved = errno;
+	unsigned long mask[4] = {0};
+	if (node >= sizeof(mask) * 8)
+		return -1;
+	mask[node / 64] = 1UL << (node % 64);
+	/* MPOL_PREFERRED (1): the node's memory first, another's rather than failing. */
+	if (syscall(SYS_mbind, addr, size, 1, mask, sizeof(mask) * 8, 0) != 0)
+		return -1;
+	errno = saved;
+	return 0;
+}
+
+/* ---- fault injection: USLUB_FAULT ----------------------------------------------- */
+
+/* One rule per kind: fail the nth call (nth > 0), and/or every call whose number is a
+ * multiple of `every`. "all" counts the calls of every kind together. Counters start at
+ * zero when the rules are installed, so a test can install them between phases. */
+struct fault_rule {
+	unsigned long nth, every;
+	_Atomic unsigned long calls;
+};
+
+static struct fault_rule fault_rules[NR_FAULT_KINDS];
+_Static_assert(NR_FAULT_KINDS == sizeof(((struct uslub_fault_plan *)0)->nth) /
+					 sizeof(unsigned long),
+	       "one plan entry per kind");
+static _Atomic int fault_armed;
+static _Atomic unsigned long fault_injected;
+
+static const char *const fault_kind_names[NR_FAULT_KINDS] = {"mmap", "mremap", "madvise",
+							      "all"};
+
+static int rule_fires(struct fault_rule *r)
+{
+	if (!r->nth && !r->every)
+		return 0;
+	unsigned long n = atomic_fetch_add_explicit(&r->calls, 1, memory_order_relaxed) + 1;
+	return n == r->nth || (r->every && n % r->every == 0);
+}
+
+static int fault_rule_fires(enum fault_kind kind)
+{
+	if (!atomic_load_explicit(&fault_armed, memory_order_relaxed))
+		return 0;
+	/* Both counters advance on every call, so "all:every:2" means every second OS call
+	 * whatever the kind, and a kind's own rule is unaffected by the other kinds. */
+	int fire = rule_fires(&fault_rules[kind]);
+	fire |= rule_fires(&fault_rules[FAULT_ALL]);
+	if (fire)
+		atomic_fetch_add_explicit(&fault_injected, 1, memory_order_relaxed);
+	return fire;
+}
+
+/* Digits up to `end`, no sign, no overflow, at least 1. */
+static int parse_count(const char *s, const char *end, unsigned long *out)
+{
+	unsigned long v = 0;
+	if (s == end)
+		return -1;
+	for (; s < end; s++) {
+		if (*s < '0' || *s > '9' || v > (~0UL - 9) / 10)
+			return -1;
+		v = v * 10 + (unsigned long)(*s - '0');
+	}
+	if (v == 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int word_is(const char *s, const char *end, const char *word)
+{
+	size_t n = strlen(word);
+	return (size_t)(end - s) == n && memcmp(s, word, n) == 0;
+}
+
+/* One "kind:N" or "kind:every:K" rule, [s, end). */
+static int parse_rule(const char *s, const char *end, struct uslub_fault_plan *plan)
+{
+	const char *colon = memchr(s, ':', (size_t)(end - s));
+	if (!colon)
+		return -1;
+	int kind = -1;
+	for (int k = 0; k < NR_FAULT_KINDS; k++)
+		if (word_is(s, colon, fault_kind_names[k]))
+			kind = k;
+	if (kind < 0)
+		return -1;
+	const char *arg = colon + 1;
+	const char *colon2 = memchr(arg, ':', (size_t)(end - arg));
+	if (colon2) {
+		if (!word_is(arg, colon2, "every"))
+			return -1;
+		return parse_count(colon2 + 1, end, &plan->every[kind]);
+	}
+	return parse_count(arg, end, &plan->nth[kind]);
+}
+
+int uslub_os_fault_parse(const char *spec, struct uslub_fault_plan *plan)
+{
+	memset(plan, 0, sizeof(*plan));
+	if (!spec)
+		return 0;
+	if (!*spec)
+		return 0;
+	for (const char *s = spec;;) {
+		const char *end = strchr(s, ',');
+		if (!end)
+			end = s + strlen(s);
+		if (parse_rule(s, end, plan) != 0) {
+			memset(plan, 0, sizeof(*plan));
+			return -1;
+		}
+		if (!*end)
+			return 0;
+		s = end + 1; /* an empty rule after a comma is refused above */
+	}
+}
+
+void uslub_os_fault_set(const struct uslub_fault_plan *plan)
+{
+	int armed = 0;
+	atomic_store(&fault_armed, 0);
+	for (int k = 0; k < NR_FAULT_KINDS; k++) {
+		fault_rules[k].nth = plan ? plan->nth[k] : 0;
+		fault_rules[k].every = plan ? plan->every[k] : 0;
+		atomic_store(&fault_rules[k].calls, 0);
+		armed |= fault_rules[k].nth || fault_rules[k].every;
+	}
+	atomic_store(&fault_armed, armed);
+}
+
+int uslub_os_fault_init(const char *spec)
+{
+	struct uslub_fault_plan plan;
+	int rc = uslub_os_fault_parse(spec, &plan);
+	if (rc != 0) {
+		/* The options' rule: one line naming the variable and what is used instead. os.c
+		 * sits below the formatter, so the line is written in pieces. */
+		static const char a[] = "uslub: USLUB_FAULT=", b[] =
+			" is not kind:N or kind:every:K (kind mmap, mremap, madvise or all, "
+			"comma-separated); no faults injected\n";
+		uslub_os_write(2, a, sizeof(a) - 1);
+		uslub_os_write(2, spec, strlen(spec));
+		uslub_os_write(2, b, sizeof(b) - 1);
+	}
+	uslub_os_fault_set(&plan);
+	return rc;
+}
+
+unsigned long uslub_os_fault_injected(void)
+{
+	return atomic_load_explicit(&fault_injected, memory_order_relaxed);
 }

@@ -22,6 +22,8 @@ void *uslub_os_remap(void *addr, size_t old_size, size_t new_size);
 /* Hand pages back: afterwards they read as zero and are not resident. */
 int uslub_os_release(void *addr, size_t size);
 
+/* Bind a range's future pages to a NUMA node (mbind, MPOL_PREFERRED). */
+int uslub_os_bind(void *addr, size_t size, unsigned node);
 /* Fault the pages in now (MADV_POPULATE_WRITE, or a write to each page where the kernel
  * lacks it), so whoever touches them later takes no page fault. */
 int uslub_os_populate(void *addr, size_t size);
@@ -50,6 +52,24 @@ int uslub_os_unlink(const char *path);
 
 /* Fault injection for tests: fail the next `count` calls of every kind after `skip`. */
 void uslub_os_fail(unsigned long skip, unsigned long count);
+
+/* Fault injection by rule (USLUB_FAULT). A spec is comma-separated rules "kind:N" (the Nth
+ * call of that kind fails) or "kind:every:K" (every Kth), N and K from 1, with kind one of
+ * mmap (uslub_os_reserve, _map, _map_shared_file), mremap (uslub_os_remap), madvise
+ * (uslub_os_release, _populate) or all (every call of those kinds, counted together).
+ * A failing call does nothing and returns failure with errno ENOMEM. The empty spec
+ * injects nothing. Indexed by kind in the order above. */
+struct uslub_fault_plan {
+	unsigned long nth[4], every[4];
+};
+/* Parse a spec; -1 (and an empty plan) when it is not understood. Allocates nothing. */
+int uslub_os_fault_parse(const char *spec, struct uslub_fault_plan *plan);
+/* Install a plan (NULL: none) and restart its call counters. */
+void uslub_os_fault_set(const struct uslub_fault_plan *plan);
+/* Parse and install; a bad spec prints one line on stderr and injects nothing. */
+int uslub_os_fault_init(const char *spec);
+/* Calls failed by the rules since start-up. */
+unsigned long uslub_os_fault_injected(void);
 
 /* Raw output that never allocates. */
 void uslub_os_write(int fd, const char *buf, size_t len);

@@ -15,6 +15,7 @@
  * a block that holds it is used; USLUB_MEM_LIMIT bounds that figure. */
 #include "internal.h"
 #include "options.h"
+#include "node.h"
 #include "os.h"
 
 #include <errno.h>
@@ -136,11 +137,13 @@ static struct region *region_new(struct uslub_node *n)
 	struct region *r = base;
 	r->node = n;
 	r->grown = FIRST_PAGE;
+	if (uslub_topo.real_multi)
+		uslub_os_bind(base, REGION_SIZE, (unsigned)(n - uslub_nodes));
 	r->next = n->regions;
 	n->regions = r;
 	n->region_count++;
-	atomic_store_explicit(&uslub_region_table[(uintptr_t)base >> REGION_SHIFT], r,
-			      memory_order_release);
+	__atomic_store_n(&uslub_region_table[(uintptr_t)base >> REGION_SHIFT], r,
+			 __ATOMIC_RELEASE);
 	return r;
 }
 
@@ -195,6 +198,8 @@ static struct page_desc *find_block(struct uslub_node *n, unsigned order, unsign
 		struct page_desc *d = (gfp & GFP_COLD) ? last : first;
 		if ((gfp & GFP_WARM) && (d->flags & PF_COLD))
 			continue;
+		if ((gfp & GFP_COLD) && !(d->flags & PF_COLD))
+			continue; /* the replenisher wants memory to warm: grow rather */
 		/* A block handed back to the OS counts again once used: not past the cap. */
 		if ((d->flags & PF_RELEASED) && over_limit(block_bytes(o))) {
 			d = first;
@@ -415,19 +420,19 @@ size_t uslub_pages_release(unsigned node, uint64_t keep)
 
 void uslub_pages_lock_all(void)
 {
-	for (unsigned i = 0; i < MAX_NODES; i++)
+	for (unsigned i = 0; i < uslub_nr_nodes; i++)
 		pthread_mutex_lock(&uslub_nodes[i].lock);
 }
 
 void uslub_pages_unlock_all(void)
 {
-	for (unsigned i = 0; i < MAX_NODES; i++)
+	for (unsigned i = 0; i < uslub_nr_nodes; i++)
 		pthread_mutex_unlock(&uslub_nodes[i].lock);
 }
 
 void uslub_pages_reinit_locks(void)
 {
-	for (unsigned i = 0; i < MAX_NODES; i++)
+	for (unsigned i = 0; i < uslub_nr_nodes; i++)
 		pthread_mutex_init(&uslub_nodes[i].lock, NULL);
 }
 

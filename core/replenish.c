@@ -61,11 +61,6 @@ static void prepare_node(unsigned node)
 		struct page_desc *d = uslub_pages_alloc(node, CHUNK_ORDER, GFP_COLD);
 		if (!d)
 			return; /* at the cap, or the OS said no: callers fall back meanwhile */
-		if (!(d->flags & PF_COLD)) {
-			/* All free memory is already warm: nothing to prepare. */
-			uslub_pages_free(d, CHUNK_ORDER);
-			return;
-		}
 		void *p = page_address(d);
 		size_t len = USLUB_PAGE_SIZE << CHUNK_ORDER;
 		bool advised = thp_policy >= 0 && uslub_os_hugepage(p, len) == 0;
@@ -89,7 +84,7 @@ static void *replenish_main(void *arg)
 	while (!atomic_load(&stop_requested)) {
 		uint32_t seq = atomic_load(&kick_seq);
 		uslub_replenish_stats.wakeups++;
-		for (unsigned node = 0; node < MAX_NODES; node++)
+		for (unsigned node = 0; node < uslub_nr_nodes; node++)
 			prepare_node(node);
 		atomic_store(&sleeping, 1);
 		if (atomic_load(&kick_seq) == seq && !atomic_load(&stop_requested))

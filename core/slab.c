@@ -51,6 +51,7 @@
 #include "internal.h"
 #include "options.h"
 #include "os.h"
+#include "node.h"
 #include "print.h"
 #include "replenish.h"
 #include "slab.h"
@@ -71,10 +72,15 @@ static inline void set_next(void *object, void *next)
 	*(void **)object = next;
 }
 
+static inline unsigned slab_nid(struct page_desc *s)
+{
+	return (unsigned)(region_of(s)->node - uslub_nodes);
+}
+
+/* A slab belongs to the node of its region, whichever thread frees into it. */
 static inline struct cache_node *node_of_slab(struct uslub_cache *c, struct page_desc *s)
 {
-	(void)s;
-	return &c->node[0];
+	return &c->node[slab_nid(s)];
 }
 
 /* Counters of threads without state of their own go straight to the cache, atomically:
@@ -352,12 +358,13 @@ static void put_cpu_partial(struct uslub_cache *c, struct page_desc *s,
 	cc->nr_partial++;
 }
 
-/* get_partial_node: freeze the first slab of the node's partial list for the caller,
- * and up to half a thread partial list more. */
-static struct page_desc *get_partial(struct uslub_cache *c, struct uslub_thread *t,
-				     struct cache_cpu *cc, void **fl)
+/* get_partial_node: freeze the first slab of a node's partial list for the caller, and
+ * up to half a thread partial list more. Returns the first, its objects in *fl, and the
+ * count of free objects taken in *found. */
+static struct page_desc *get_partial_node(struct uslub_cache *c, struct cache_node *n,
+					  struct uslub_thread *t, struct cache_cpu *cc,
+					  void **fl, uint64_t *found)
 {
-	struct cache_node *n = &c->node[t->node];
 	struct page_desc *first = NULL, *s, *tmp;
 
 	if (!__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED))
@@ -373,6 +380,7 @@ static struct page_desc *get_partial(struct uslub_cache *c, struct uslub_thread 
 			;
 		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
 		void *objects = decode(w_head(old), page_address(s));
+		*found += s->objects - w_inuse(old);
 		if (!first) {
 			first = s;
 			*fl = objects;
@@ -390,6 +398,47 @@ static struct page_desc *get_partial(struct uslub_cache *c, struct uslub_thread 
 	}
 	pthread_mutex_unlock(&n->list_lock);
 	return first;
+}
+
+/* get_any_partial: the other nodes, nearest first. The local node was searched just
+ * before and is not searched again, each node is looked at once, and with one node there
+ * is nothing to search: the kernel's fix, which USLUB_NUMA=...,noskip turns off (the
+ * search then starts at the local node and runs on one node too) for comparison. */
+static struct page_desc *get_any_partial(struct uslub_cache *c, struct uslub_thread *t,
+					 struct cache_cpu *cc, void **fl)
+{
+	unsigned local = t->node, nr = uslub_nr_nodes;
+	bool again = uslub_topo.search_local;
+	if (nr == 1 && !again)
+		return NULL;
+	struct uslub_node *me = &uslub_nodes[local];
+	__atomic_fetch_add(&me->any_partial_calls, 1, __ATOMIC_RELAXED);
+	for (unsigned k = again ? 0 : 1; k < nr; k++) {
+		unsigned node = k == 0 ? local : uslub_topo.order[local][k - 1];
+		__atomic_fetch_add(&me->any_partial_tried, 1, __ATOMIC_RELAXED);
+		uint64_t found = 0;
+		struct page_desc *s = get_partial_node(c, &c->node[node], t, cc, fl, &found);
+		if (s) {
+			if (node != local) {
+				__atomic_fetch_add(&me->remote_slabs, 1, __ATOMIC_RELAXED);
+				__atomic_fetch_add(&me->remote_objects, found, __ATOMIC_RELAXED);
+			}
+			return s;
+		}
+	}
+	return NULL;
+}
+
+static struct page_desc *get_partial(struct uslub_cache *c, struct uslub_thread *t,
+				     struct cache_cpu *cc, void **fl)
+{
+	uint64_t found = 0;
+	struct page_desc *s = get_partial_node(c, &c->node[t->node], t, cc, fl, &found);
+	if (s) {
+		__atomic_fetch_add(&uslub_nodes[t->node].local_partial_hits, 1, __ATOMIC_RELAXED);
+		return s;
+	}
+	return get_any_partial(c, t, cc, fl);
 }
 
 /* ___slab_alloc: the thread's freelist for this cache is empty. */
@@ -414,6 +463,7 @@ static void *alloc_refill(struct uslub_thread *t, unsigned cls)
 			goto load;
 		}
 		cc->slab = NULL;
+		uslub_stat(cc, DEACTIVATE_BYPASS);
 		deactivate_slab(c, s, NULL, t);
 	}
 	while ((s = cc->partial)) {
@@ -427,6 +477,15 @@ static void *alloc_refill(struct uslub_thread *t, unsigned cls)
 			goto load;
 		}
 		deactivate_slab(c, s, NULL, t);
+	}
+	/* Needing a new slab is when a migration is looked for: sched_getcpu is a vDSO
+	 * call, and once per slab costs nothing next to the slab. */
+	if (uslub_nr_nodes > 1 && !uslub_topo.round_robin) {
+		unsigned node = uslub_node_current();
+		if (node != t->node) {
+			uslub_stat(cc, ALLOC_NODE_MISMATCH);
+			t->node = node;
+		}
 	}
 	s = get_partial(c, t, cc, &fl);
 	if (s) {

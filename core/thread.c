@@ -3,6 +3,7 @@
  * start-up of the whole allocator, and fork. */
 #include "internal.h"
 #include "options.h"
+#include "node.h"
 #include "os.h"
 #include "replenish.h"
 
@@ -132,7 +133,7 @@ struct uslub_thread *uslub_thread_create(void)
 	if (!cold)
 		memset(t, 0, sizeof(*t));
 	t->state = THREAD_LIVE;
-	t->node = 0;
+	t->node = uslub_node_current();
 	registry_add(t);
 	uslub_tls_thread = t;
 	/* May allocate (for keys past the first 32) and so come back here: by now the
@@ -222,6 +223,8 @@ void uslub_init_slow(void)
 		return;
 	}
 	uslub_options_init(environ ? environ : read_proc_environ());
+	uslub_os_fault_init(uslub_config.fault);
+	uslub_node_init(uslub_config.numa);
 	uslub_pages_init();
 	uslub_caches_init();
 	uslub_replenish_init();
@@ -277,6 +280,8 @@ static void fork_child(void)
 	pthread_mutex_init(&uslub_registry_lock, NULL);
 	pthread_mutex_init(&uslub_orphan_lock, NULL);
 	uslub_replenish_after_fork_child();
+	/* Unlocks what urcu_bp_before_fork took, and drops the other threads' readers. */
+	urcu_bp_after_fork_child();
 }
 
 /* pthread_atfork allocates, so it is registered from a constructor, once the allocator
@@ -284,5 +289,6 @@ static void fork_child(void)
 __attribute__((constructor)) static void uslub_constructor(void)
 {
 	uslub_init();
+	uslub_node_discover();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

@@ -42,6 +42,9 @@ struct uslub_totals {
 	uint64_t returned;        /* handed back to the OS with madvise, cumulative */
 	uint64_t huge;            /* in blocks with a mapping of their own */
 	uint64_t free_pages;      /* free in the page allocator, resident or not */
+	uint64_t slabs;           /* pages in slabs, their objects used or free */
+	uint64_t large;           /* pages in large blocks */
+	uint64_t warm_free;       /* free pages probably resident: what malloc_trim(0) returns */
 };
 USLUB_API void uslub_get_totals(struct uslub_totals *out);
 
@@ -63,10 +66,17 @@ struct uslub_cache_info {
 	uint64_t alloc_slab;
 	uint64_t free_slab;
 	uint64_t order_fallback;
+	/* Internal waste: bytes the program asked for, estimated from the sizes the slow path
+	 * saw (request_samples of them); active_objects * object_size were handed out. */
+	uint64_t requested_bytes;
+	uint64_t request_samples;
+	uint64_t slabs_by_order[8]; /* orders above the build's maximum stay 0 */
 };
 USLUB_API int uslub_cache_info(const char *name, struct uslub_cache_info *out);
 
-/* Write the statistics now: json = 0 gives the slabinfo-style table, 1 the JSON dump. */
+/* Write the statistics now: json = 0 gives the slabinfo-style table (caches sorted by
+ * memory), 1 the JSON dump (DESIGN.md, section 5). Allocates nothing and takes no
+ * allocator lock; reads /proc/self/smaps for the resident and huge-page figures. */
 USLUB_API void uslub_stats_print(int fd, int json);
 
 #ifdef __cplusplus

@@ -176,13 +176,23 @@ static void background(void)
 	atomic_store(&uslub_replenish_pending, 1);
 	uslub_replenish_start();
 	EXPECT(uslub_replenish_running(), "started");
-	/* Hand every warm page back, so the reserve is empty, then wake it. */
+	/* Hand every warm page back, so the reserve is empty, then wake it: it rebuilds
+	 * the reserve (it may have started on it already, from its first round). */
 	uslub_pages_release(0, 0);
-	uint64_t blocks = uslub_replenish_stats.blocks;
 	uslub_replenish_kick();
-	EXPECT(wait_for(&uslub_replenish_stats.blocks, blocks), "woken, it prepared blocks");
-	EXPECT(uslub_nodes[0].nr_warm[USLUB_MAX_ORDER] + uslub_nodes[0].nr_warm[9] > 0,
-	       "warm high-order blocks are at hand");
+	int ready = 0;
+	for (int i = 0; i < 400 && !ready; i++) {
+		uint64_t warm = 0;
+		for (unsigned o = 3; o <= USLUB_MAX_ORDER; o++)
+			warm += uslub_nodes[0].nr_warm[o] << o;
+		ready = warm * USLUB_PAGE_SIZE >= (4UL << 20) && uslub_replenish_stats.blocks > 0;
+		struct timespec ts = {0, 5000000};
+		nanosleep(&ts, NULL);
+	}
+	EXPECT(ready, "woken, it prepared warm blocks (wakeups %lu, blocks %lu, warm pages %lu)",
+	       (unsigned long)uslub_replenish_stats.wakeups,
+	       (unsigned long)uslub_replenish_stats.blocks,
+	       (unsigned long)uslub_nodes[0].warm_free_pages);
 	struct page_desc *d = uslub_pages_alloc(0, 3, GFP_NOWAIT);
 	EXPECT(d != NULL, "a no-wait try of order 3 now succeeds");
 	if (d)

@@ -90,21 +90,28 @@ def clean_env(preload, extra):
 
 
 def run_once(argv, preload, extra_env=None, stdin=None, limit=300, cwd=None):
-    """Runs argv once; wall time from fork to reaping, peak RSS from wait4."""
+    """Runs argv once: wall time from fork to reaping; peak RSS as GNU time reports it.
+    wait4's ru_maxrss of our own child would not do: the child is a copy of this Python
+    process until it execs, so every program would seem to need at least Python's RSS.
+    /usr/bin/time is small, so the floor it puts under the figure is ~2 MiB, the same
+    for every allocator."""
     env = clean_env(preload, extra_env or {})
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            open(stdin or os.devnull, "rb") as inp:
+            tempfile.NamedTemporaryFile("r") as rss, open(stdin or os.devnull, "rb") as inp:
+        timed = ["/usr/bin/time", "-q", "-f", "%M", "-o", rss.name] + argv
         t0 = time.perf_counter()
-        p = subprocess.Popen(argv, stdin=inp, stdout=out, stderr=err, env=env, cwd=cwd)
+        p = subprocess.Popen(timed, stdin=inp, stdout=out, stderr=err, env=env, cwd=cwd)
         timer = threading.Timer(limit, p.kill)
         timer.start()
-        _, status, ru = os.wait4(p.pid, 0)
+        _, status, _ = os.wait4(p.pid, 0)
         t1 = time.perf_counter()
         timer.cancel()
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return Run(t1 - t0, ru.ru_maxrss, p.returncode, out.read(), err.read())
+        lines = rss.read().split()
+        rss_kib = int(lines[-1]) if lines and lines[-1].isdigit() else 0
+        return Run(t1 - t0, rss_kib, p.returncode, out.read(), err.read())
 
 
 def say(msg):
@@ -210,9 +217,9 @@ def workloads(build, out):
             shutil.rmtree(db, ignore_errors=True)
         args = [db_bench, "--benchmarks=fillrandom", "--db=" + db, "--threads=1",
                 "--compression_type=none", "--value_size=100", "--histogram=0"]
-        ws.append(Workload("db_bench", args + ["--num=600000"], args + ["--num=5000"],
+        ws.append(Workload("db_bench", args + ["--num=400000"], args + ["--num=5000"],
                            check="rc", prepare=wipe,
-                           what="rocksdb db_bench --benchmarks=fillrandom, 600,000 keys"))
+                           what="rocksdb db_bench --benchmarks=fillrandom, 400,000 keys"))
     return ws
 
 
@@ -234,7 +241,7 @@ def run_suite(args):
     ws = workloads(args.build, args.out)
     if args.only:
         names = args.only.split(",")
-        unknown = set(names) - {w.name for w in ws}
+        unknown = set(names) - {w.name for w in ws} - {"micro"}
         if unknown:
             sys.exit("bench: no workload named %s (have: %s)" %
                      (", ".join(sorted(unknown)), ", ".join(w.name for w in ws)))
@@ -273,6 +280,9 @@ def run_suite(args):
                 results[(w.name, name)].append(run)
                 say("bench: round %d %-16s %-9s %7.3f s %8.1f MiB" %
                     (r + 1, w.name, name, run.wall, run.rss_kib / 1024))
+    micro, micro_failures = run_micro(args.build, allocs, runs, args.quick) \
+        if not args.only or "micro" in args.only.split(",") else (None, [])
+    failures += micro_failures
     load_end = os.getloadavg()
     elapsed = time.time() - started
     if args.quick:
@@ -346,7 +356,7 @@ def fmt_ratio(x):
     return "%.2f" % x
 
 
-def report(ws, allocs, results, failures, runs, counts, load):
+def report(ws, allocs, results, failures, runs, counts, micro, load):
     names = [a for a, _ in allocs]
     out = []
     out.append("# uslub benchmarks")
@@ -402,6 +412,8 @@ def report(ws, allocs, results, failures, runs, counts, load):
     for w in ws:
         out.append("- `%s`: %s" % (w.name, w.what))
     out.append("")
+    if micro:
+        out.append(micro_table(micro, names))
     if counts:
         out.append(opcount_table(counts, names))
     return "\n".join(out) + "\n"
@@ -443,6 +455,67 @@ def plot(ws, allocs, results, path):
                  "bars show min-max", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+# ---- Google Benchmark micro-benchmarks ------------------------------------------------
+
+def run_micro(build, allocs, runs, quick):
+    """ns per item of each micro-benchmark case: {(case, allocator): [ns, ...]}, or None
+    when uslub-micro was not built (no libbenchmark-dev). Rounds rotate as in the suite."""
+    import json
+    exe = os.path.join(build, "tools", "bench", "uslub-micro")
+    if not os.path.exists(exe):
+        say("bench: %s not built (libbenchmark-dev missing?): no micro-benchmarks" % exe)
+        return None, []
+    argv = [exe, "--benchmark_format=json"]
+    argv += ["--benchmark_min_time=0.001", "--benchmark_filter=^(pair/64|cross_thread/64)"] \
+        if quick else ["--benchmark_min_time=0.1"]
+    times, failures = {}, []
+    for r in range(runs):
+        for name, lib in rotated(allocs, r):
+            run = run_once(argv, lib, limit=600)
+            if run.rc != 0:
+                failures.append(("uslub-micro", name, "exit status %d: %s" % (
+                    run.rc, run.err.decode(errors="replace")[-300:])))
+                continue
+            for b in json.loads(run.out)["benchmarks"]:
+                if b.get("error_occurred"):
+                    failures.append(("micro " + b["name"], name, b.get("error_message", "")))
+                    continue
+                case = b["name"].replace("/real_time", "")
+                times.setdefault((case, name), []).append(1e9 / b["items_per_second"])
+            say("bench: round %d micro-benchmarks %-9s done" % (r + 1, name))
+    return times, failures
+
+
+def micro_table(times, names):
+    cases = []
+    for case, _ in times:
+        if case not in cases:
+            cases.append(case)
+    out = ["## Micro-benchmarks (Google Benchmark): ns per operation, median [min-max]", ""]
+    out.append("`build-bench/tools/bench/uslub-micro --benchmark_min_time=0.1`, one process "
+               "per allocator per round, rounds rotated as above; an operation is one call "
+               "of the malloc family with its free (`realloc_grow`: one realloc). Cases: "
+               "see `tools/bench/micro.c`. Ratio to the best median of the row.")
+    out.append("")
+    out.append("| case | " + " | ".join(names) + " |")
+    out.append("|---|" + "---:|" * len(names))
+    for case in cases:
+        meds = {a: spread(times[(case, a)]) for a in names if (case, a) in times}
+        best = min(m[1] for m in meds.values())
+        cells = []
+        for a in names:
+            if a not in meds:
+                cells.append("failed")
+                continue
+            lo, med, hi = meds[a]
+            ratio = med / best
+            cells.append("%.1f [%.1f-%.1f] %s" % (med, lo, hi, "**1.00**" if ratio == 1.0
+                                                  else "%.2f" % ratio))
+        out.append("| %s | %s |" % (case, " | ".join(cells)))
+    out.append("")
+    return "\n".join(out)
 
 
 # ---- callgrind instruction counts -----------------------------------------------------

@@ -97,6 +97,7 @@ int main(int argc, char **argv)
 	if (ops != rounds * THREADS * OPS_PER_ROUND)
 		wl_fail("%" PRIu64 " operations, expected %" PRIu64, ops,
 			rounds * THREADS * OPS_PER_ROUND);
-	return wl_done("%" PRIu64 " replacements, about %" PRIu64 " by a thread that did not fill the table",
+	return wl_done("%" PRIu64 " replacements, about %" PRIu64
+		       " by a thread that did not fill the table",
 		       ops, remote);
 }

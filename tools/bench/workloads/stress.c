@@ -13,7 +13,7 @@
 enum {
 	THREADS = 4,
 	SLOTS = 512,
-	OPS = 1500000,
+	OPS = 3000000,
 	RING = 4096,
 	DRAIN_EVERY = 64,
 };
@@ -154,6 +154,7 @@ int main(int argc, char **argv)
 	}
 	if (sent != received)
 		wl_fail("%" PRIu64 " objects sent, %" PRIu64 " received", sent, received);
-	return wl_done("%" PRIu64 " allocations or reallocations, %" PRIu64 " freed by another thread",
+	return wl_done("%" PRIu64 " allocations or reallocations, %" PRIu64
+		       " freed by another thread",
 		       allocs, received);
 }

@@ -1,0 +1,134 @@
+/* NUMA topology.
+ *
+ * USLUB_NUMA=auto reads libnuma's nodes, CPU-to-node map and distance table; off treats
+ * the machine as one node; fake:N splits it into N simulated nodes with a distance table
+ * of their own (10 local, 20 to a ring neighbour, 10 more per further step), so every
+ * multi-node path runs on a one-node machine. With more simulated nodes than CPUs, threads
+ * are placed on nodes in turn as they start: a simulated placement, documented as such.
+ *
+ * libnuma allocates with malloc in its own start-up and in some queries, so nothing here
+ * calls it from inside an allocation: start-up takes one node, and the library's
+ * constructor (not malloc) switches to the real topology once the allocator is ready. */
+#include "node.h"
+
+#include "internal.h"
+#include "os.h"
+#include "print.h"
+
+#include <numa.h>
+#include <sched.h>
+#include <string.h>
+
+struct uslub_topology uslub_topo = {.nr_nodes = 1};
+unsigned uslub_nr_nodes = 1;
+
+static _Atomic unsigned placement;
+static bool auto_mode;
+
+static void build_order(void)
+{
+	unsigned n = uslub_topo.nr_nodes;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k = 0;
+		for (unsigned j = 0; j < n; j++)
+			if (j != i)
+				uslub_topo.order[i][k++] = (unsigned char)j;
+		/* Insertion sort by distance; ties keep node number order. */
+		for (unsigned a = 1; a < k; a++)
+			for (unsigned b = a; b > 0 && uslub_topo.distance[i][uslub_topo.order[i][b]] <
+							 uslub_topo.distance[i][uslub_topo.order[i][b - 1]];
+			     b--) {
+				unsigned char t = uslub_topo.order[i][b];
+				uslub_topo.order[i][b] = uslub_topo.order[i][b - 1];
+				uslub_topo.order[i][b - 1] = t;
+			}
+	}
+}
+
+static void set_fake(unsigned n, unsigned ncpus)
+{
+	uslub_topo.nr_nodes = n;
+	uslub_topo.fake = true;
+	uslub_topo.round_robin = n > ncpus;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = 0; j < n; j++) {
+			unsigned d = i > j ? i - j : j - i;
+			if (n - d < d)
+				d = n - d;
+			uslub_topo.distance[i][j] = (unsigned char)(i == j ? 10 : 10 + 10 * d);
+		}
+	for (unsigned c = 0; c < NODE_CPUS; c++)
+		uslub_topo.cpu_node[c] = (unsigned char)((c % ncpus) * n / ncpus);
+}
+
+static bool parse_uint(const char *s, unsigned *out)
+{
+	unsigned v = 0;
+	if (*s < '0' || *s > '9')
+		return false;
+	while (*s >= '0' && *s <= '9' && v < 1000)
+		v = v * 10 + (unsigned)(*s++ - '0');
+	*out = v;
+	return *s == '\0' || *s == ',';
+}
+
+void uslub_node_init(const char *spec)
+{
+	memset(&uslub_topo, 0, sizeof(uslub_topo));
+	uslub_topo.nr_nodes = 1;
+	uslub_topo.distance[0][0] = 10;
+	auto_mode = false;
+	if (!spec[0] || strncmp(spec, "auto", 4) == 0) {
+		auto_mode = true;
+	} else if (strncmp(spec, "fake:", 5) == 0) {
+		unsigned n;
+		if (parse_uint(spec + 5, &n) && n >= 1 && n <= MAX_NODES)
+			set_fake(n, uslub_os_ncpus());
+		else
+			uslub_message("uslub: USLUB_NUMA=%s: fake needs 1..%u nodes; using one node\n",
+				      spec, (unsigned)MAX_NODES);
+	} else if (strncmp(spec, "off", 3) != 0) {
+		uslub_message("uslub: USLUB_NUMA=%s is not auto, off or fake:N; using auto\n",
+			      spec);
+		auto_mode = true;
+	}
+	uslub_topo.search_local = strstr(spec, ",noskip") != NULL;
+	build_order();
+	uslub_nr_nodes = uslub_topo.nr_nodes;
+}
+
+void uslub_node_discover(void)
+{
+	if (!auto_mode || numa_available() < 0)
+		return;
+	int max = numa_max_node();
+	if (max < 1)
+		return; /* one node: nothing to spread, nothing to search */
+	unsigned n = (unsigned)max + 1;
+	if (n > MAX_NODES) {
+		uslub_message("uslub: %u NUMA nodes; uslub handles %u, the rest share them\n", n,
+			      (unsigned)MAX_NODES);
+		n = MAX_NODES;
+	}
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = 0; j < n; j++)
+			uslub_topo.distance[i][j] = (unsigned char)numa_distance((int)i, (int)j);
+	for (unsigned c = 0; c < NODE_CPUS; c++) {
+		int node = numa_node_of_cpu((int)c);
+		uslub_topo.cpu_node[c] = (unsigned char)(node >= 0 ? (unsigned)node % n : 0);
+	}
+	uslub_topo.real_multi = true;
+	build_order();
+	uslub_topo.nr_nodes = n;
+	uslub_nr_nodes = n;
+}
+
+unsigned uslub_node_current(void)
+{
+	if (uslub_topo.nr_nodes == 1)
+		return 0;
+	if (uslub_topo.round_robin)
+		return atomic_fetch_add(&placement, 1) % uslub_topo.nr_nodes;
+	int cpu = sched_getcpu();
+	return cpu >= 0 ? uslub_topo.cpu_node[(unsigned)cpu % NODE_CPUS] : 0;
+}
