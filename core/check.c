@@ -25,6 +25,7 @@
 
 #include "internal.h"
 #include "print.h"
+#include "slab.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -87,9 +88,10 @@ static long list_length(struct page_desc *s, void *head)
 	const struct uslub_cache *c = &uslub_caches[s->cls];
 	char *base = page_address(s);
 	long n = 0;
-	for (void *p = head; p; p = *(void **)p) {
+	for (void *p = head; p; p = uslub_slab_next_free(c, p)) {
 		uintptr_t off = (uintptr_t)((char *)p - base);
-		if ((char *)p < base || off >= (uintptr_t)s->objects * c->size || off % c->size)
+		if ((char *)p < base || off >= (uintptr_t)s->objects * c->stride ||
+		    off % c->stride != c->offset)
 			return -1;
 		if (++n > s->objects)
 			return -1;
@@ -116,7 +118,7 @@ static void check_slab(struct walk *w, struct page_desc *s, unsigned nid)
 	}
 	struct uslub_cache *c = &uslub_caches[s->cls];
 	unsigned cls = s->cls;
-	if (s->objects != uslub_order_objects(s->order, c->size))
+	if (s->objects != uslub_cache_objects(c, s->order))
 		bad(w, "slab %p (%s): %u objects at order %u", page_address(s), c->name, s->objects,
 		    s->order);
 	w->slabs[cls]++;

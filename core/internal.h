@@ -168,7 +168,8 @@ enum {
 	GFP_NOGROW = 0x2,  /* only blocks already free: take nothing more from the OS */
 	GFP_WARM = 0x4,    /* only warm blocks: fault in no fresh page on the caller's time */
 	GFP_COLD = 0x8,    /* prefer a cold block (the replenisher, which warms it) */
-	GFP_RECLAIM = 0x10, /* at the memory cap, hand free memory back and grow anew */
+	GFP_RECLAIM = 0x10, /* wait mode's high-order request (reclaims at the cap, as all
+			     * blocking requests do) */
 	/* The high-order try: a block that is free, warm and at hand, or nothing. */
 	GFP_NOWAIT = GFP_TRYLOCK | GFP_NOGROW | GFP_WARM,
 };
@@ -182,6 +183,8 @@ void uslub_pages_free_range(struct page_desc *d, size_t npages);
 int uslub_pages_claim(struct page_desc *d, size_t npages);
 /* Release warm free pages to the OS until at most `keep` warm pages stay free. */
 size_t uslub_pages_release(unsigned node, uint64_t keep);
+/* Warm free memory a node may keep before handing the excess back to the OS. */
+uint64_t uslub_release_threshold(void);
 void uslub_pages_lock_all(void);
 void uslub_pages_unlock_all(void);
 void uslub_pages_reinit_locks(void);
@@ -208,6 +211,14 @@ struct uslub_cache {
 	uint32_t min_objects;              /* per fallback slab */
 	uint32_t cpu_partial_slabs;        /* bound of a thread's partial list */
 	uint32_t min_partial;              /* empty slabs a node keeps */
+	/* Object layout (debug.h): objects sit `offset` bytes into slots `stride` apart.
+	 * Plain caches: offset 0, stride = size. Debug caches add red zones and a metadata
+	 * record around each object, and take the slow path for every operation. */
+	uint32_t stride;
+	uint32_t offset;
+	uint32_t debug;                    /* DBG_* flags (debug.h); 0 for a plain cache */
+	uint32_t pad;
+	uint64_t secret;                   /* DBG_HARDEN: key of the freelist pointers */
 	_Atomic uint64_t nr_slabs;
 	_Atomic uint64_t nr_slabs_by_order[USLUB_MAX_ORDER + 1];
 	_Atomic uint64_t total_objects;

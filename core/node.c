@@ -35,8 +35,9 @@ static void build_order(void)
 				uslub_topo.order[i][k++] = (unsigned char)j;
 		/* Insertion sort by distance; ties keep node number order. */
 		for (unsigned a = 1; a < k; a++)
-			for (unsigned b = a; b > 0 && uslub_topo.distance[i][uslub_topo.order[i][b]] <
-							 uslub_topo.distance[i][uslub_topo.order[i][b - 1]];
+			for (unsigned b = a;
+			     b > 0 && uslub_topo.distance[i][uslub_topo.order[i][b]] <
+					  uslub_topo.distance[i][uslub_topo.order[i][b - 1]];
 			     b--) {
 				unsigned char t = uslub_topo.order[i][b];
 				uslub_topo.order[i][b] = uslub_topo.order[i][b - 1];
@@ -85,8 +86,9 @@ void uslub_node_init(const char *spec)
 		if (parse_uint(spec + 5, &n) && n >= 1 && n <= MAX_NODES)
 			set_fake(n, uslub_os_ncpus());
 		else
-			uslub_message("uslub: USLUB_NUMA=%s: fake needs 1..%u nodes; using one node\n",
-				      spec, (unsigned)MAX_NODES);
+			uslub_message(
+			    "uslub: USLUB_NUMA=%s: fake needs 1..%u nodes; using one node\n", spec,
+			    (unsigned)MAX_NODES);
 	} else if (strncmp(spec, "off", 3) != 0) {
 		uslub_message("uslub: USLUB_NUMA=%s is not auto, off or fake:N; using auto\n",
 			      spec);

@@ -11,11 +11,11 @@
 
 struct uslub_topology {
 	unsigned nr_nodes;
-	bool fake;          /* simulated nodes (USLUB_NUMA=fake:N) */
-	bool real_multi;    /* several real nodes: regions are bound with mbind */
-	bool round_robin;   /* more simulated nodes than CPUs: threads placed in turn */
-	bool search_local;  /* ",noskip": get_any_partial also visits the local node and
-			     * runs on one node, as before the kernel's fix (for comparison) */
+	bool fake;	   /* simulated nodes (USLUB_NUMA=fake:N) */
+	bool real_multi;   /* several real nodes: regions are bound with mbind */
+	bool round_robin;  /* more simulated nodes than CPUs: threads placed in turn */
+	bool search_local; /* ",noskip": get_any_partial also visits the local node and
+			    * runs on one node, as before the kernel's fix (for comparison) */
 	unsigned char distance[16][16];
 	/* For each node, the others by increasing distance (the local node excluded). */
 	unsigned char order[16][16];

@@ -44,6 +44,12 @@ static const struct option_desc options[] = {
 	 "auto (libnuma's topology), off (one node), or fake:N (N simulated nodes)"},
 	{"USLUB_FAULT", OPT_STRING, CFG(fault), 0, 0, sizeof(uslub_config.fault), NULL,
 	 "test only: make OS calls fail, e.g. mmap:3 (the 3rd) or mmap:every:5"},
+	{"USLUB_DEBUG", OPT_STRING, CFG(debug), 0, 0, sizeof(uslub_config.debug), NULL,
+	 "slub_debug letters F (checks) Z (red zones) P (poison) U (alloc/free sites) T (trace), "
+	 "optionally ,cache,...; 1 = FZPU on every cache"},
+	{"USLUB_HARDEN", OPT_CHOICE, CFG(harden), USLUB_HARDEN_RANDOM, 0, 0, "off|random|full|0|1",
+	 "random: new slabs hand out objects in random order; full (1): also obfuscated, "
+	 "checked free pointers (every cache takes the slow path); off (0)"},
 	{"USLUB_VERBOSE", OPT_UINT, CFG(verbose), 0, 0, 1, NULL,
 	 "1 prints the effective settings at start-up"},
 };
@@ -186,6 +192,11 @@ void uslub_options_init(char **env)
 		uslub_config.stats = USLUB_STATS_LIVE;
 	else if (uslub_config.stats == 2)
 		uslub_config.stats = USLUB_STATS_JSON;
+	/* "0" and "1" after the words: off and full. */
+	if (uslub_config.harden == 3)
+		uslub_config.harden = USLUB_HARDEN_OFF;
+	else if (uslub_config.harden == 4)
+		uslub_config.harden = USLUB_HARDEN_FULL;
 	if (uslub_config.min_order > uslub_config.max_order) {
 		uslub_message("uslub: USLUB_MIN_ORDER=%u is above USLUB_MAX_ORDER=%u; "
 			      "using max order %u\n",

@@ -8,6 +8,9 @@
 #include <stdint.h>
 
 enum uslub_stats_mode { USLUB_STATS_OFF, USLUB_STATS_TEXT, USLUB_STATS_JSON, USLUB_STATS_LIVE };
+/* USLUB_HARDEN: off; random object order in new slabs (no cost on the fast path, the
+ * default); full: also obfuscated, range-checked free pointers, through the slow path. */
+enum uslub_harden_mode { USLUB_HARDEN_OFF, USLUB_HARDEN_RANDOM, USLUB_HARDEN_FULL };
 
 struct uslub_config {
 	unsigned min_order;
@@ -18,6 +21,8 @@ struct uslub_config {
 	uint64_t mem_limit; /* 0: none */
 	unsigned stats;     /* enum uslub_stats_mode */
 	unsigned verbose;
+	unsigned harden;    /* enum uslub_harden_mode */
+	char debug[128];    /* USLUB_DEBUG, parsed by debug.c */
 	char stats_file[256];
 	char numa[32];  /* auto, off, fake:N - parsed by node.c */
 	char fault[64]; /* test-only fault injection, e.g. mmap:3 - parsed by os.c */

@@ -252,8 +252,8 @@ void uslub_os_futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout
 {
 	int saved = errno;
 	struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, timeout_ms >= 0 ? &ts : NULL,
-		NULL, 0);
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, timeout_ms >= 0 ? &ts : NULL, NULL,
+		0);
 	errno = saved;
 }
 
@@ -404,14 +404,13 @@ struct fault_rule {
 };
 
 static struct fault_rule fault_rules[NR_FAULT_KINDS];
-_Static_assert(NR_FAULT_KINDS == sizeof(((struct uslub_fault_plan *)0)->nth) /
-					 sizeof(unsigned long),
+_Static_assert(NR_FAULT_KINDS ==
+		   sizeof(((struct uslub_fault_plan *)0)->nth) / sizeof(unsigned long),
 	       "one plan entry per kind");
 static _Atomic int fault_armed;
 static _Atomic unsigned long fault_injected;
 
-static const char *const fault_kind_names[NR_FAULT_KINDS] = {"mmap", "mremap", "madvise",
-							      "all"};
+static const char *const fault_kind_names[NR_FAULT_KINDS] = {"mmap", "mremap", "madvise", "all"};
 
 static int rule_fires(struct fault_rule *r)
 {
@@ -520,9 +519,10 @@ int uslub_os_fault_init(const char *spec)
 	if (rc != 0) {
 		/* The options' rule: one line naming the variable and what is used instead. os.c
 		 * sits below the formatter, so the line is written in pieces. */
-		static const char a[] = "uslub: USLUB_FAULT=", b[] =
-			" is not kind:N or kind:every:K (kind mmap, mremap, madvise or all, "
-			"comma-separated); no faults injected\n";
+		static const char
+		    a[] = "uslub: USLUB_FAULT=",
+		    b[] = " is not kind:N or kind:every:K (kind mmap, mremap, madvise or all, "
+			  "comma-separated); no faults injected\n";
 		uslub_os_write(2, a, sizeof(a) - 1);
 		uslub_os_write(2, spec, strlen(spec));
 		uslub_os_write(2, b, sizeof(b) - 1);

@@ -41,7 +41,7 @@ void uslub_os_futex_wake(_Atomic uint32_t *word);
  * in a fixed buffer: over every mapping, and over the mappings for which ours(start, end)
  * is nonzero. 0, or -1 with errno when the file cannot be read. */
 struct uslub_os_smaps {
-	uint64_t rss, anon_huge;         /* whole process */
+	uint64_t rss, anon_huge;	 /* whole process */
 	uint64_t our_rss, our_anon_huge; /* mappings `ours` accepts */
 };
 int uslub_os_smaps(int (*ours)(uintptr_t start, uintptr_t end), struct uslub_os_smaps *out);

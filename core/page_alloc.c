@@ -57,8 +57,7 @@ static void mapped_add(uint64_t bytes)
 		;
 }
 
-static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned order,
-			unsigned flags)
+static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags)
 {
 	d->kind = PAGE_FREE;
 	d->order = (uint8_t)order;
@@ -90,8 +89,7 @@ static void list_remove(struct uslub_node *n, struct page_desc *d)
 }
 
 /* Put one naturally aligned block back and merge it with free buddies, under the lock. */
-static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order,
-		     unsigned flags)
+static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags)
 {
 	while (order < USLUB_MAX_ORDER) {
 		struct page_desc *b = buddy_of(d, order);
@@ -142,8 +140,7 @@ static struct region *region_new(struct uslub_node *n)
 	r->next = n->regions;
 	n->regions = r;
 	n->region_count++;
-	__atomic_store_n(&uslub_region_table[(uintptr_t)base >> REGION_SHIFT], r,
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(&uslub_region_table[(uintptr_t)base >> REGION_SHIFT], r, __ATOMIC_RELEASE);
 	return r;
 }
 
@@ -232,13 +229,15 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		}
 		if (grow(n, order) == 0)
 			continue;
-		if (!(gfp & GFP_RECLAIM) || reclaimed || !uslub_config.mem_limit) {
+		if (reclaimed || !uslub_config.mem_limit) {
 			pthread_mutex_unlock(&n->lock);
 			errno = ENOMEM;
 			return NULL;
 		}
-		/* The pre-fix kernel's direct reclaim, in user space: give the free warm memory
-		 * back to the OS so the cap admits a fresh block, on the caller's time. */
+		/* At the cap, free warm memory still counts against it: hand it back to the
+		 * OS, so the cap admits a block (a released one, or a fresh one) - reclaim, on
+		 * the caller's time. Only blocking allocations get here; the high-order try
+		 * never does. */
 		n->reclaims++;
 		pthread_mutex_unlock(&n->lock);
 		uslub_pages_release(node, 0);
@@ -283,11 +282,22 @@ static void free_range_locked(struct uslub_node *n, struct page_desc *d, size_t 
 	}
 }
 
+/* Warm free memory past the threshold goes back to the OS, down to half of it. The
+ * threshold grows with the heap (a quarter of what is mapped): a large program that frees
+ * and reallocates in waves would otherwise hand pages back only to fault them in again a
+ * moment later. malloc_trim hands back everything regardless. */
+uint64_t uslub_release_threshold(void)
+{
+	uint64_t threshold = atomic_load_explicit(&uslub_mapped_bytes, memory_order_relaxed) / 4;
+	return threshold < uslub_trim_threshold ? uslub_trim_threshold : threshold;
+}
+
 static void maybe_release(struct uslub_node *n)
 {
-	if (n->warm_free_pages << USLUB_PAGE_SHIFT > uslub_trim_threshold)
+	uint64_t threshold = uslub_release_threshold();
+	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) << USLUB_PAGE_SHIFT > threshold)
 		uslub_pages_release((unsigned)(n - uslub_nodes),
-				    (uslub_trim_threshold / 2) >> USLUB_PAGE_SHIFT);
+				    (threshold / 2) >> USLUB_PAGE_SHIFT);
 }
 
 void uslub_pages_free_range(struct page_desc *d, size_t npages)
@@ -376,7 +386,8 @@ size_t uslub_pages_release(unsigned node, uint64_t keep)
 	pthread_mutex_lock(&n->lock);
 	for (int o = USLUB_MAX_ORDER; o >= 0 && n->warm_free_pages > keep; o--) {
 		struct page_desc *d, *tmp;
-		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list) {
+		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list)
+		{
 			if (d->flags & PF_COLD)
 				break; /* cold ones are at the tail */
 			if (n->warm_free_pages <= keep)
@@ -455,7 +466,8 @@ int uslub_pages_check(unsigned node)
 	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
 		uint64_t count = 0;
 		struct page_desc *d;
-		cds_list_for_each_entry(d, &n->free_area[o], list) {
+		cds_list_for_each_entry(d, &n->free_area[o], list)
+		{
 			count++;
 			free_pages += 1UL << o;
 			if (!(d->flags & PF_COLD))

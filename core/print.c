@@ -28,8 +28,7 @@ static void put(struct uslub_out *o, char c)
 	o->buf[o->len++] = c;
 }
 
-static void put_field(struct uslub_out *o, const char *s, size_t n, int width, int left,
-		      char pad)
+static void put_field(struct uslub_out *o, const char *s, size_t n, int width, int left, char pad)
 {
 	int fill = width > (int)n ? width - (int)n : 0;
 	if (!left)

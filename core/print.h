@@ -8,14 +8,13 @@
 #include <stddef.h>
 
 struct uslub_out {
-	int fd;       /* flushed here when full; -1 keeps it in memory only */
+	int fd; /* flushed here when full; -1 keeps it in memory only */
 	size_t len;
 	char buf[2048];
 };
 
 void uslub_out_init(struct uslub_out *o, int fd);
-void uslub_printf(struct uslub_out *o, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void uslub_printf(struct uslub_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void uslub_vprintf(struct uslub_out *o, const char *fmt, va_list ap);
 void uslub_out_flush(struct uslub_out *o);
 

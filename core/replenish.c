@@ -22,8 +22,10 @@
 
 #include <pthread.h>
 
-#define CHUNK_ORDER   9 /* 2 MiB: one transparent huge page */
-#define RESERVE_BYTES (4UL << 20)
+#define CHUNK_ORDER 9 /* 2 MiB: one transparent huge page */
+/* The warm reserve it keeps: up to 16 MiB, and well under what the page allocator keeps
+ * before handing free memory back, or the two would undo each other's work forever. */
+#define RESERVE_MAX (16UL << 20)
 
 struct uslub_replenish_stats uslub_replenish_stats;
 _Atomic int uslub_replenish_pending;
@@ -45,19 +47,24 @@ void uslub_replenish_init(void)
 		atomic_store(&uslub_replenish_pending, 1);
 }
 
+static uint64_t reserve_target(void)
+{
+	uint64_t quarter = uslub_release_threshold() / 4;
+	return quarter < RESERVE_MAX ? quarter : RESERVE_MAX;
+}
+
 static uint64_t warm_reserve(struct uslub_node *n)
 {
 	uint64_t bytes = 0;
 	for (unsigned o = target_order; o <= USLUB_MAX_ORDER; o++)
-		bytes += __atomic_load_n(&n->nr_warm[o], __ATOMIC_RELAXED) *
-			 (USLUB_PAGE_SIZE << o);
+		bytes += __atomic_load_n(&n->nr_warm[o], __ATOMIC_RELAXED) * (USLUB_PAGE_SIZE << o);
 	return bytes;
 }
 
 static void prepare_node(unsigned node)
 {
 	struct uslub_node *n = &uslub_nodes[node];
-	while (warm_reserve(n) < RESERVE_BYTES && !atomic_load(&stop_requested)) {
+	while (warm_reserve(n) < reserve_target() && !atomic_load(&stop_requested)) {
 		struct page_desc *d = uslub_pages_alloc(node, CHUNK_ORDER, GFP_COLD);
 		if (!d)
 			return; /* at the cap, or the OS said no: callers fall back meanwhile */
@@ -81,15 +88,20 @@ static void prepare_node(unsigned node)
 static void *replenish_main(void *arg)
 {
 	(void)arg;
+	/* Work only after a failed try: a program whose tries all succeed never pays for
+	 * the thread beyond its stack. */
+	uint32_t seq = 0;
 	while (!atomic_load(&stop_requested)) {
-		uint32_t seq = atomic_load(&kick_seq);
-		uslub_replenish_stats.wakeups++;
-		for (unsigned node = 0; node < uslub_nr_nodes; node++)
-			prepare_node(node);
 		atomic_store(&sleeping, 1);
 		if (atomic_load(&kick_seq) == seq && !atomic_load(&stop_requested))
 			uslub_os_futex_wait(&kick_seq, seq, -1);
 		atomic_store(&sleeping, 0);
+		seq = atomic_load(&kick_seq);
+		if (atomic_load(&stop_requested))
+			break;
+		uslub_replenish_stats.wakeups++;
+		for (unsigned node = 0; node < uslub_nr_nodes; node++)
+			prepare_node(node);
 	}
 	return NULL;
 }

@@ -10,11 +10,11 @@
 #pragma GCC visibility push(hidden)
 
 struct uslub_replenish_stats {
-	uint64_t wakeups;      /* rounds of work */
-	uint64_t blocks;       /* blocks faulted in and left warm */
-	uint64_t bytes;        /* ... their size */
-	uint64_t huge_chunks;  /* 2 MiB chunks prepared with huge-page advice */
-	uint64_t starts;       /* threads started (again after fork) */
+	uint64_t wakeups;     /* rounds of work */
+	uint64_t blocks;      /* blocks faulted in and left warm */
+	uint64_t bytes;	      /* ... their size */
+	uint64_t huge_chunks; /* 2 MiB chunks prepared with huge-page advice */
+	uint64_t starts;      /* threads started (again after fork) */
 };
 
 extern struct uslub_replenish_stats uslub_replenish_stats;

@@ -49,12 +49,14 @@
  *    pages are freed, so list_lock and the page lock are never held together; fork
  *    takes them all in this order. */
 #include "internal.h"
+#include "debug.h"
 #include "options.h"
 #include "os.h"
 #include "node.h"
 #include "print.h"
 #include "replenish.h"
 #include "slab.h"
+#include "vg.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -63,13 +65,25 @@
 struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
 struct class_div uslub_class_div[USLUB_NR_CLASSES];
 
-static inline void *get_next(void *object)
+/* Free pointers: at the object's start in a plain cache; in a debug cache in the slot's
+ * metadata, where debug.c decodes and checks them. */
+static inline void *get_next(const struct uslub_cache *c, void *object)
 {
+	if (unlikely(c->debug))
+		return uslub_debug_get_next(c, object);
 	return *(void **)object;
 }
-static inline void set_next(void *object, void *next)
+static inline void set_next(const struct uslub_cache *c, void *object, void *next)
 {
-	*(void **)object = next;
+	if (unlikely(c->debug))
+		uslub_debug_set_next(c, object, next);
+	else
+		*(void **)object = next;
+}
+
+void *uslub_slab_next_free(const struct uslub_cache *c, void *object)
+{
+	return get_next(c, object);
 }
 
 static inline unsigned slab_nid(struct page_desc *s)
@@ -109,16 +123,26 @@ void uslub_caches_init(void)
 		struct uslub_cache *c = &uslub_caches[i];
 		c->cls = i;
 		c->size = uslub_class_size[i];
+		c->stride = c->size;
+		c->offset = 0;
 		uslub_class_name(i, c->name);
-		uslub_class_div[i].size = c->size;
+	}
+	/* Which caches debug, and their slot layout. */
+	uslub_debug_init();
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		struct uslub_cache *c = &uslub_caches[i];
+		uslub_class_div[i].size = c->stride;
+		/* A debug cache's reciprocal is 0: its objects never start at offset 0 of a
+		 * slot, so the free fast path's test fails for every one of them. */
 		uslub_class_div[i].recip =
-			(uint32_t)(((1ULL << RECIP_SHIFT) + c->size - 1) / c->size);
-		c->order = uslub_calculate_order(c->size, &p);
-		c->min_order = uslub_get_order(c->size);
+			c->debug ? 0 : (uint32_t)(((1ULL << RECIP_SHIFT) + c->size - 1) / c->size);
+		unsigned bytes = c->debug ? c->stride + DBG_RZ : c->size;
+		c->order = uslub_calculate_order(bytes, &p);
+		c->min_order = uslub_get_order(bytes);
 		if (c->min_order > c->order)
 			c->min_order = c->order;
-		c->objects = uslub_order_objects(c->order, c->size);
-		c->min_objects = uslub_order_objects(c->min_order, c->size);
+		c->objects = uslub_cache_objects(c, c->order);
+		c->min_objects = uslub_cache_objects(c, c->min_order);
 		/* The kernel's set_cpu_partial, in objects, turned into slabs. */
 		unsigned nr = c->size >= 4096 ? 6 : c->size >= 1024 ? 24 : c->size >= 256 ? 52 : 120;
 		c->cpu_partial_slabs = (nr * 2 + c->objects - 1) / c->objects;
@@ -136,10 +160,48 @@ void uslub_caches_init(void)
 
 /* Thread the freelist through a new slab's objects; it starts frozen for the owner, who
  * holds every object. */
+static unsigned gcd(unsigned a, unsigned b)
+{
+	while (b) {
+		unsigned r = a % b;
+		a = b;
+		b = r;
+	}
+	return a;
+}
+
+/* CONFIG_SLAB_FREELIST_RANDOM, without a table: objects are threaded in the order
+ * start, start + step, ... (mod objects), start and step (coprime with the count) drawn
+ * at random per slab, so which object follows which is not known in advance. It costs
+ * the new slab a few instructions per object and the fast path nothing. */
+static void thread_freelist(struct uslub_cache *c, char *first, unsigned objects, void **head)
+{
+	unsigned start = 0, step = 1;
+	if (uslub_config.harden != USLUB_HARDEN_OFF && objects > 2) {
+		uint64_t r = uslub_debug_random();
+		start = (unsigned)(r % objects);
+		step = 1 + (unsigned)((r >> 32) % (objects - 1));
+		while (gcd(step, objects) != 1)
+			step = step + 1 == objects ? 1 : step + 1;
+	}
+	unsigned idx = start;
+	char *p = first + (size_t)idx * c->stride;
+	*head = p;
+	for (unsigned i = 0; i + 1 < objects; i++) {
+		idx += step;
+		if (idx >= objects)
+			idx -= objects;
+		char *q = first + (size_t)idx * c->stride;
+		set_next(c, p, q);
+		p = q;
+	}
+	set_next(c, p, NULL);
+}
+
 static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned order,
 		       struct uslub_thread *t)
 {
-	unsigned objects = uslub_order_objects(order, c->size);
+	unsigned objects = uslub_cache_objects(c, order);
 	char *base = page_address(s);
 	for (size_t i = 1; i < (1UL << order); i++)
 		s[i].head = s;
@@ -155,15 +217,19 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 	__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->head, s, __ATOMIC_RELEASE);
 
-	char *p = base;
-	for (unsigned i = 0; i + 1 < objects; i++, p += c->size)
-		set_next(p, p + c->size);
-	set_next(p, NULL);
+	char *first = base + c->offset;
+	if (unlikely(c->debug))
+		for (unsigned i = 0; i < objects; i++)
+			uslub_debug_init_object(c, first + (size_t)i * c->stride);
+	void *head;
+	thread_freelist(c, first, objects, &head);
+	if (unlikely(c->debug))
+		uslub_debug_slab_ready(c, s);
 
 	atomic_fetch_add(&c->nr_slabs, 1);
 	atomic_fetch_add(&c->nr_slabs_by_order[order], 1);
 	atomic_fetch_add(&c->total_objects, objects);
-	return base;
+	return head;
 }
 
 /* allocate_slab: the preferred order only if it is at hand (no waiting for the lock, no
@@ -210,6 +276,8 @@ static void discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslu
 	s->local_count = 0;
 	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
 	stat_shared(t, c->cls, USLUB_STAT_FREE_SLAB);
+	if (unlikely(c->debug))
+		uslub_debug_slab_discard(c, s);
 	s->kind = PAGE_UNUSED;
 	if (order == 0 && (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN)) {
 		uslub_pcp_free(t, s);
@@ -273,11 +341,11 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 	if (fl) {
 		void *p = fl;
 		nfree++;
-		while (get_next(p)) {
-			p = get_next(p);
+		while (get_next(c, p)) {
+			p = get_next(c, p);
 			nfree++;
 		}
-		set_next(p, mine);
+		set_next(c, p, mine);
 		mine = fl;
 	}
 	s->local_free = NULL;
@@ -302,9 +370,10 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 			/* Remote frees go in front: they push at the head, so the tail of
 			 * this snapshot stays put while the walk runs. */
 			void *tail = remote;
-			while (get_next(tail) && get_next(tail) != mine)
-				tail = get_next(tail); /* a retry finds the link it made */
-			set_next(tail, mine);
+			void *next;
+			while ((next = get_next(c, tail)) && next != mine)
+				tail = next; /* a retry finds the link it made */
+			set_next(c, tail, mine);
 			head = remote;
 		}
 		new = w_make(encode(head, base), inuse, 0);
@@ -451,11 +520,20 @@ static void *alloc_refill(struct uslub_thread *t, unsigned cls)
 
 	if (object) {
 		/* Filled meanwhile: the thread was just set up, or a recursion refilled. */
-		cc->freelist = get_next(object);
+		cc->freelist = get_next(c, object);
 		uslub_stat(cc, ALLOC_FASTPATH);
 		return object;
 	}
 	s = cc->slab;
+	if (unlikely(c->debug) && s && s->local_free) {
+		/* A debug cache keeps its free objects on the slab's local list, never on
+		 * the thread freelist, and takes them one at a time. */
+		object = s->local_free;
+		s->local_free = get_next(c, object);
+		s->local_count--;
+		uslub_stat(cc, ALLOC_SLOWPATH);
+		return object;
+	}
 	if (s) {
 		fl = take_slab_freelist(s);
 		if (fl) {
@@ -504,11 +582,21 @@ static void *alloc_refill(struct uslub_thread *t, unsigned cls)
 	uslub_note_in_use();
 load:
 	uslub_stat(cc, ALLOC_SLOWPATH);
-	cc->freelist = get_next(fl);
+	if (unlikely(c->debug)) {
+		/* The rest waits on the slab's local list (empty here: each way to `load`
+		 * took or found it so), counted once per load, not once per object. */
+		uint16_t n = 0;
+		s->local_free = get_next(c, fl);
+		for (void *p = s->local_free; p && n < s->objects; p = get_next(c, p))
+			n++;
+		s->local_count = n;
+		return fl;
+	}
+	cc->freelist = get_next(c, fl);
 	return fl;
 }
 
-void *uslub_slab_alloc_class(unsigned cls)
+static void *alloc_class(unsigned cls)
 {
 	struct uslub_thread *t = uslub_tls_thread;
 	/* A safe point: no cache state is half-changed here, so the nested allocations of
@@ -529,15 +617,31 @@ void *uslub_slab_alloc_class(unsigned cls)
 	return object;
 }
 
+/* malloc and uslub_slab_alloc_slow reach here by tail calls, so the return address is
+ * the program's call site: what USLUB_DEBUG=U records. */
+void *uslub_slab_alloc_class(unsigned cls)
+{
+	void *object = alloc_class(cls);
+	struct uslub_cache *c = &uslub_caches[cls];
+	if (unlikely(c->debug) && object)
+		uslub_debug_alloc(c, page_desc_of(object)->head, object,
+				  __builtin_return_address(0));
+	return object;
+}
+
 /* ---- free ------------------------------------------------------------------------- */
 
 void *uslub_slab_object_start(struct page_desc *s, const void *p)
 {
 	const struct uslub_cache *c = &uslub_caches[s->cls];
 	uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
-	if (off >= (uintptr_t)s->objects * c->size)
+	if (off >= (uintptr_t)s->objects * c->stride)
 		return NULL;
-	return (char *)p - off % c->size;
+	uintptr_t in_slot = off % c->stride;
+	/* In a debug cache, red zones and metadata are no object's inside. */
+	if (in_slot < c->offset)
+		return NULL;
+	return (char *)p - (in_slot - c->offset);
 }
 
 /* __slab_free: onto the remote list with one CAS. A free that makes an unfrozen slab
@@ -557,7 +661,7 @@ static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p
 		prior = w_head(old);
 		if (unlikely(prior == encode(p, base)))
 			uslub_report_bad_free("double free", "free", p, c);
-		set_next(p, decode(prior, base));
+		set_next(c, p, decode(prior, base));
 		inuse = w_inuse(old) - 1;
 		frozen = old & W_FROZEN;
 		new = w_make(encode(p, base), inuse, frozen);
@@ -609,6 +713,7 @@ static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p
 	pthread_mutex_unlock(&n->list_lock);
 }
 
+/* free reaches here by a tail call: the return address is the program's call site. */
 void uslub_slab_free_slow(void *p)
 {
 	if (!p)
@@ -631,11 +736,13 @@ void uslub_slab_free_slow(void *p)
 	struct uslub_cache *c = &uslub_caches[s->cls];
 	if (uslub_slab_object_start(s, p) != p)
 		uslub_report_bad_free("invalid pointer", "free", p, c);
+	if (unlikely(c->debug))
+		uslub_debug_free(c, s, p, __builtin_return_address(0));
 	struct uslub_thread *t = uslub_tls_thread;
 	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
 		if (p == s->local_free)
 			uslub_report_bad_free("double free", "free", p, c);
-		set_next(p, s->local_free);
+		set_next(c, p, s->local_free);
 		s->local_free = p;
 		s->local_count++;
 		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
@@ -654,7 +761,78 @@ __attribute__((noreturn)) void uslub_report_bad_free(const char *what, const cha
 	else
 		uslub_message("uslub: %s(): %s %p (not a block of this allocator)\n", func, what,
 			      p);
+	if (c && c->debug) {
+		/* A debug cache can say more: the object p points into, with its sites. */
+		struct page_desc *s = page_desc_of(p)->head;
+		uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
+		if (off < (uintptr_t)s->objects * c->stride) {
+			char *object = (char *)page_address(s) + off - off % c->stride + c->offset;
+			uslub_debug_report(c, s, object, what, p);
+		}
+	}
 	abort();
+}
+
+/* ---- consistency ---------------------------------------------------------------- */
+
+/* Objects on a free list of s, or -1 (with *why) when a link is not a free object of s
+ * or the list is longer than the slab. */
+static long free_list_length(struct uslub_cache *c, struct page_desc *s, void *head,
+			     const char **why)
+{
+	long n = 0;
+	for (void *p = head; p; p = get_next(c, p)) {
+		if (uslub_slab_object_start(s, p) != p) {
+			*why = "Freelist pointer outside the slab";
+			return -1;
+		}
+		if (c->debug && !uslub_debug_is_free(c, p)) {
+			*why = "Freelist holds an allocated object";
+			return -1;
+		}
+		if (++n > s->objects) {
+			*why = "Freelist cycle";
+			return -1;
+		}
+	}
+	return n;
+}
+
+bool uslub_slab_is_valid(struct page_desc *s, const char **why)
+{
+	if (s->kind != PAGE_SLAB || s->head != s || s->cls >= USLUB_NR_CLASSES) {
+		*why = "Slab descriptor corrupted";
+		return false;
+	}
+	struct uslub_cache *c = &uslub_caches[s->cls];
+	if (s->objects != uslub_cache_objects(c, s->order)) {
+		*why = "Slab object count wrong";
+		return false;
+	}
+	uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+	if (w_inuse(w) > s->objects) {
+		*why = "Slab inuse above its objects";
+		return false;
+	}
+	/* Only the owner may walk the lists: anyone else's walk races with the owner
+	 * taking and handing out their objects. */
+	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != uslub_tls_thread)
+		return true;
+	long remote = free_list_length(c, s, decode(w_head(w), page_address(s)), why);
+	if (remote < 0)
+		return false;
+	long local = free_list_length(c, s, s->local_free, why);
+	if (local < 0)
+		return false;
+	if (local != s->local_count) {
+		*why = "Local freelist count wrong";
+		return false;
+	}
+	if (local + remote > (long)w_inuse(w)) {
+		*why = "Free lists hold more than the slab's inuse";
+		return false;
+	}
+	return true;
 }
 
 /* ---- thread teardown ------------------------------------------------------------- */

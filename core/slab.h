@@ -6,6 +6,21 @@
 
 #include "internal.h"
 
+/* Objects in a slab of `order` pages: plain caches fill it; a debug cache's slots are
+ * `stride` apart and the last object's right red zone follows them (debug.h). */
+static inline unsigned uslub_cache_objects(const struct uslub_cache *c, unsigned order)
+{
+	size_t bytes = USLUB_PAGE_SIZE << order;
+	if (c->debug)
+		return (unsigned)((bytes - 16) / c->stride);
+	return (unsigned)(bytes / c->size);
+}
+/* The free pointer stored in a free object (decoded, for walkers such as check.c). */
+void *uslub_slab_next_free(const struct uslub_cache *c, void *object);
+/* The slab_is_valid() walker of USLUB_DEBUG=F and the tests: descriptor, counts and, for
+ * the slab's owner, every free list; false with the reason in *why. */
+bool uslub_slab_is_valid(struct page_desc *s, const char **why);
+
 static inline void *uslub_malloc_inline(size_t size)
 {
 	if (likely(size <= USLUB_MAX_SMALL)) {

@@ -18,8 +18,8 @@ static struct uslub_thread dead_thread = {.state = THREAD_DEAD};
 struct uslub_thread uslub_orphan_thread = {.state = THREAD_ORPHAN};
 pthread_mutex_t uslub_orphan_lock = PTHREAD_MUTEX_INITIALIZER;
 
-__thread struct uslub_thread *uslub_tls_thread
-	__attribute__((tls_model("initial-exec"))) = &uslub_empty_thread;
+__thread struct uslub_thread *uslub_tls_thread __attribute__((tls_model("initial-exec"))) =
+    &uslub_empty_thread;
 
 pthread_mutex_t uslub_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 struct uslub_thread *uslub_registry;

@@ -35,16 +35,16 @@ USLUB_API int uslub_malloc_trim(size_t pad);
 
 /* Process-wide figures, in bytes. */
 struct uslub_totals {
-	uint64_t mapped;          /* taken from the OS and not returned */
+	uint64_t mapped; /* taken from the OS and not returned */
 	uint64_t peak_mapped;
-	uint64_t in_use;          /* handed to the program: slab objects and large blocks */
+	uint64_t in_use; /* handed to the program: slab objects and large blocks */
 	uint64_t peak_in_use;
-	uint64_t returned;        /* handed back to the OS with madvise, cumulative */
-	uint64_t huge;            /* in blocks with a mapping of their own */
-	uint64_t free_pages;      /* free in the page allocator, resident or not */
-	uint64_t slabs;           /* pages in slabs, their objects used or free */
-	uint64_t large;           /* pages in large blocks */
-	uint64_t warm_free;       /* free pages probably resident: what malloc_trim(0) returns */
+	uint64_t returned;   /* handed back to the OS with madvise, cumulative */
+	uint64_t huge;	     /* in blocks with a mapping of their own */
+	uint64_t free_pages; /* free in the page allocator, resident or not */
+	uint64_t slabs;	     /* pages in slabs, their objects used or free */
+	uint64_t large;	     /* pages in large blocks */
+	uint64_t warm_free;  /* free pages probably resident: what malloc_trim(0) returns */
 };
 USLUB_API void uslub_get_totals(struct uslub_totals *out);
 
@@ -52,8 +52,8 @@ USLUB_API void uslub_get_totals(struct uslub_totals *out);
 struct uslub_cache_info {
 	char name[24];
 	uint32_t object_size;
-	uint32_t order;           /* preferred order (oo) */
-	uint32_t min_order;       /* order that holds one object (min) */
+	uint32_t order;	    /* preferred order (oo) */
+	uint32_t min_order; /* order that holds one object (min) */
 	uint32_t objects_per_slab;
 	uint64_t slabs;
 	uint64_t active_objects;

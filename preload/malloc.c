@@ -9,7 +9,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#define EXPORT	    __attribute__((visibility("default")))
 #define ALIAS(name) __attribute__((alias(#name), visibility("default")))
 
 EXPORT void *malloc(size_t size)
@@ -91,13 +91,13 @@ EXPORT struct mallinfo mallinfo(void)
 {
 	struct mallinfo2 m = uslub_mallinfo2_impl();
 	struct mallinfo r = {
-		.arena = clamp_int(m.arena),
-		.ordblks = clamp_int(m.ordblks),
-		.hblks = clamp_int(m.hblks),
-		.hblkhd = clamp_int(m.hblkhd),
-		.usmblks = clamp_int(m.usmblks),
-		.uordblks = clamp_int(m.uordblks),
-		.fordblks = clamp_int(m.fordblks),
+	    .arena = clamp_int(m.arena),
+	    .ordblks = clamp_int(m.ordblks),
+	    .hblks = clamp_int(m.hblks),
+	    .hblkhd = clamp_int(m.hblkhd),
+	    .usmblks = clamp_int(m.usmblks),
+	    .uordblks = clamp_int(m.uordblks),
+	    .fordblks = clamp_int(m.fordblks),
 	};
 	return r;
 }

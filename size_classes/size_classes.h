@@ -10,12 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define USLUB_PAGE_SHIFT   12
-#define USLUB_PAGE_SIZE    (1UL << USLUB_PAGE_SHIFT)
-#define USLUB_NR_CLASSES   32
-#define USLUB_MAX_SMALL    8192
-#define USLUB_MAX_ORDER    10 /* buddy orders 0..10: blocks up to 4 MiB */
-#define USLUB_MAX_OBJS     32767 /* the kernel's MAX_OBJS_PER_PAGE */
+#define USLUB_PAGE_SHIFT 12
+#define USLUB_PAGE_SIZE	 (1UL << USLUB_PAGE_SHIFT)
+#define USLUB_NR_CLASSES 32
+#define USLUB_MAX_SMALL	 8192
+#define USLUB_MAX_ORDER	 10    /* buddy orders 0..10: blocks up to 4 MiB */
+#define USLUB_MAX_OBJS	 32767 /* the kernel's MAX_OBJS_PER_PAGE */
 
 extern const uint16_t uslub_class_size[USLUB_NR_CLASSES];
 /* Indexed by (size + 15) / 16 for size <= USLUB_MAX_SMALL. */

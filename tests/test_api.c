@@ -21,33 +21,33 @@
 #include "test_util.h"
 
 #ifdef USLUB_PREFIXED
-#define MALLOC(n) uslub_malloc(n)
-#define FREE(p) uslub_free(p)
-#define CALLOC(n, s) uslub_calloc(n, s)
-#define REALLOC(p, n) uslub_realloc(p, n)
-#define REALLOCARRAY(p, n, s) uslub_reallocarray(p, n, s)
+#define MALLOC(n)		  uslub_malloc(n)
+#define FREE(p)			  uslub_free(p)
+#define CALLOC(n, s)		  uslub_calloc(n, s)
+#define REALLOC(p, n)		  uslub_realloc(p, n)
+#define REALLOCARRAY(p, n, s)	  uslub_reallocarray(p, n, s)
 #define POSIX_MEMALIGN(out, a, n) uslub_posix_memalign(out, a, n)
-#define ALIGNED_ALLOC(a, n) uslub_aligned_alloc(a, n)
-#define MEMALIGN(a, n) uslub_memalign(a, n)
-#define VALLOC(n) uslub_valloc(n)
-#define PVALLOC(n) uslub_pvalloc(n)
-#define USABLE_SIZE(p) uslub_malloc_usable_size(p)
-#define MALLOC_TRIM(pad) uslub_malloc_trim(pad)
-#define VARIANT "linked, uslub_ names"
+#define ALIGNED_ALLOC(a, n)	  uslub_aligned_alloc(a, n)
+#define MEMALIGN(a, n)		  uslub_memalign(a, n)
+#define VALLOC(n)		  uslub_valloc(n)
+#define PVALLOC(n)		  uslub_pvalloc(n)
+#define USABLE_SIZE(p)		  uslub_malloc_usable_size(p)
+#define MALLOC_TRIM(pad)	  uslub_malloc_trim(pad)
+#define VARIANT			  "linked, uslub_ names"
 #else
-#define MALLOC(n) malloc(n)
-#define FREE(p) free(p)
-#define CALLOC(n, s) calloc(n, s)
-#define REALLOC(p, n) realloc(p, n)
-#define REALLOCARRAY(p, n, s) reallocarray(p, n, s)
+#define MALLOC(n)		  malloc(n)
+#define FREE(p)			  free(p)
+#define CALLOC(n, s)		  calloc(n, s)
+#define REALLOC(p, n)		  realloc(p, n)
+#define REALLOCARRAY(p, n, s)	  reallocarray(p, n, s)
 #define POSIX_MEMALIGN(out, a, n) posix_memalign(out, a, n)
-#define ALIGNED_ALLOC(a, n) aligned_alloc(a, n)
-#define MEMALIGN(a, n) memalign(a, n)
-#define VALLOC(n) valloc(n)
-#define PVALLOC(n) pvalloc(n)
-#define USABLE_SIZE(p) malloc_usable_size(p)
-#define MALLOC_TRIM(pad) malloc_trim(pad)
-#define VARIANT "standard names under LD_PRELOAD"
+#define ALIGNED_ALLOC(a, n)	  aligned_alloc(a, n)
+#define MEMALIGN(a, n)		  memalign(a, n)
+#define VALLOC(n)		  valloc(n)
+#define PVALLOC(n)		  pvalloc(n)
+#define USABLE_SIZE(p)		  malloc_usable_size(p)
+#define MALLOC_TRIM(pad)	  malloc_trim(pad)
+#define VARIANT			  "standard names under LD_PRELOAD"
 #endif
 
 static size_t page_size;
@@ -107,8 +107,10 @@ static void test_preload_active(void)
 	tu_section("uslub_get_totals reports a kept 1 MiB block in in_use");
 #else
 	tu_section("LD_PRELOAD active: dlsym(uslub_get_totals) found, in_use grows with malloc");
-	CHECKF(fn != NULL, "uslub_get_totals not found: libuslub.so is not preloaded "
-			   "(LD_PRELOAD=%s)", getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "");
+	CHECKF(fn != NULL,
+	       "uslub_get_totals not found: libuslub.so is not preloaded "
+	       "(LD_PRELOAD=%s)",
+	       getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "");
 #endif
 	if (fn == NULL)
 		return;
@@ -119,12 +121,13 @@ static void test_preload_active(void)
 		return;
 	memset(p, 0x5a, TU_MIB);
 	uint64_t after = tu_in_use();
-	CHECKF(after >= before + TU_MIB, "in_use before %" PRIu64 ", after a 1 MiB malloc %"
-	       PRIu64 " (grew by %" PRId64 ")", before, after, (int64_t)(after - before));
+	CHECKF(after >= before + TU_MIB,
+	       "in_use before %" PRIu64 ", after a 1 MiB malloc %" PRIu64 " (grew by %" PRId64 ")",
+	       before, after, (int64_t)(after - before));
 	FREE(p);
 	uint64_t freed = tu_in_use();
-	CHECKF(freed + TU_MIB <= after, "in_use with the block %" PRIu64 ", after free %"
-	       PRIu64, after, freed);
+	CHECKF(freed + TU_MIB <= after, "in_use with the block %" PRIu64 ", after free %" PRIu64,
+	       after, freed);
 }
 
 /* ---- malloc ------------------------------------------------------------------------- */
@@ -153,7 +156,8 @@ static void test_malloc_sizes(void)
 	static size_t usable[SMALL_MAX + 1];
 
 	tu_section("malloc(1..%d): 16-byte aligned, usable_size >= size, writable to the "
-		   "end, no overlap while all are alive", SMALL_MAX);
+		   "end, no overlap while all are alive",
+		   SMALL_MAX);
 	for (size_t n = 1; n <= SMALL_MAX; n++) {
 		unsigned char *p = MALLOC(n);
 		blocks[n] = p;
@@ -173,19 +177,22 @@ static void test_malloc_sizes(void)
 			continue;
 		unsigned char tag = (unsigned char)(n * 7 % 251 + 1);
 		size_t bad = first_not(blocks[n], usable[n], tag);
-		CHECKF(bad == (size_t)-1, "block of malloc(%zu) at %p (usable %zu) overwritten "
-		       "at offset %zu: another block overlaps it", n, (void *)blocks[n],
-		       usable[n], bad);
+		CHECKF(bad == (size_t)-1,
+		       "block of malloc(%zu) at %p (usable %zu) overwritten "
+		       "at offset %zu: another block overlaps it",
+		       n, (void *)blocks[n], usable[n], bad);
 	}
 	for (size_t n = 1; n <= SMALL_MAX; n++)
 		FREE(blocks[n]);
 
 	static const size_t large[] = {
-		16384, 16385, 65536, 65537, 131072 + 1, 262144, (1u << 20) - 1, 1u << 20,
-		(1u << 20) + 1, 4u << 20, (4u << 20) + 3, (16u << 20) + 5, 64u << 20,
+	    16384,	    16385,	     65536,	65537,		131072 + 1,
+	    262144,	    (1u << 20) - 1,  1u << 20,	(1u << 20) + 1, 4u << 20,
+	    (4u << 20) + 3, (16u << 20) + 5, 64u << 20,
 	};
 	tu_section("malloc of %zu large and huge sizes (16 KiB .. 64 MiB): aligned, usable, "
-		   "writable", sizeof(large) / sizeof(large[0]));
+		   "writable",
+		   sizeof(large) / sizeof(large[0]));
 	for (size_t i = 0; i < sizeof(large) / sizeof(large[0]); i++) {
 		size_t n = large[i];
 		unsigned char *p = MALLOC(n);
@@ -204,8 +211,12 @@ static void test_malloc_sizes(void)
 static void test_malloc_enomem(void)
 {
 	static const size_t huge[] = {
-		SIZE_MAX, SIZE_MAX - 4096, SIZE_MAX / 2 + 1, (size_t)PTRDIFF_MAX,
-		(size_t)PTRDIFF_MAX + 1, (size_t)1 << 62,
+	    SIZE_MAX,
+	    SIZE_MAX - 4096,
+	    SIZE_MAX / 2 + 1,
+	    (size_t)PTRDIFF_MAX,
+	    (size_t)PTRDIFF_MAX + 1,
+	    (size_t)1 << 62,
 	};
 	tu_section("malloc of sizes no process can have (SIZE_MAX, PTRDIFF_MAX, 2^62): NULL "
 		   "and errno ENOMEM");
@@ -224,8 +235,8 @@ static void test_malloc_enomem(void)
 
 static void test_calloc(void)
 {
-	static const size_t sizes[] = { 1, 8, 16, 24, 64, 100, 200, 1000, 4096, 10000, 70000,
-					300000 };
+	static const size_t sizes[] = {1,   8,	  16,	24,    64,    100,
+				       200, 1000, 4096, 10000, 70000, 300000};
 	enum { COUNT = 48 };
 	void *blocks[COUNT];
 
@@ -291,8 +302,8 @@ static void test_calloc(void)
 	FREE(e2);
 
 	static const size_t ovf[][2] = {
-		{ SIZE_MAX / 2, 3 }, { (size_t)1 << 33, (size_t)1 << 33 }, { SIZE_MAX, SIZE_MAX },
-		{ 3, SIZE_MAX / 2 }, { (size_t)PTRDIFF_MAX, 2 },
+	    {SIZE_MAX / 2, 3}, {(size_t)1 << 33, (size_t)1 << 33}, {SIZE_MAX, SIZE_MAX},
+	    {3, SIZE_MAX / 2}, {(size_t)PTRDIFF_MAX, 2},
 	};
 	tu_section("calloc whose product overflows: NULL and errno ENOMEM");
 	for (size_t i = 0; i < sizeof(ovf) / sizeof(ovf[0]); i++) {
@@ -321,7 +332,7 @@ static void test_realloc(void)
 		FREE(p);
 	}
 
-	static const size_t chain[] = { 24, 5000, 200 * 1024, 8u << 20, 100, 16, 70000, 1 };
+	static const size_t chain[] = {24, 5000, 200 * 1024, 8u << 20, 100, 16, 70000, 1};
 	tu_section("realloc keeps the contents across small -> large -> huge -> small");
 	size_t cur = chain[0];
 	p = MALLOC(cur);
@@ -340,8 +351,8 @@ static void test_realloc(void)
 			       USABLE_SIZE(p), n);
 			size_t keep = cur < n ? cur : n;
 			size_t bad = check_content(p, keep);
-			CHECKF(bad == (size_t)-1, "realloc %zu -> %zu lost byte %zu of %zu", cur,
-			       n, bad, keep);
+			CHECKF(bad == (size_t)-1, "realloc %zu -> %zu lost byte %zu of %zu", cur, n,
+			       bad, keep);
 			fill_content(p, keep, n);
 			cur = n;
 		}
@@ -365,8 +376,8 @@ static void test_realloc(void)
 			p = q;
 			size_t keep = cur < n ? cur : n;
 			size_t bad = check_content(p, keep);
-			CHECKF(bad == (size_t)-1, "realloc #%d %zu -> %zu lost byte %zu", i, cur,
-			       n, bad);
+			CHECKF(bad == (size_t)-1, "realloc #%d %zu -> %zu lost byte %zu", i, cur, n,
+			       bad);
 			fill_content(p, keep, n);
 			cur = n;
 		}
@@ -410,18 +421,19 @@ static void test_realloc(void)
 			r0 = REALLOC(p, tu_opaque_size(0));
 			uint64_t without = tu_in_use();
 			CHECKF(r0 == NULL, "realloc(1 MiB, 0) = %p", r0);
-			CHECKF(without + TU_MIB <= with, "in_use %" PRIu64 " with a 1 MiB block, %"
-			       PRIu64 " after realloc(p, 0): the block was not freed", with,
-			       without);
+			CHECKF(without + TU_MIB <= with,
+			       "in_use %" PRIu64 " with a 1 MiB block, %" PRIu64
+			       " after realloc(p, 0): the block was not freed",
+			       with, without);
 			if (r0 != NULL)
 				FREE(r0);
 		}
 	}
 
-	static const size_t bad_sizes[] = { SIZE_MAX, (size_t)PTRDIFF_MAX, (size_t)1 << 62 };
+	static const size_t bad_sizes[] = {SIZE_MAX, (size_t)PTRDIFF_MAX, (size_t)1 << 62};
 	tu_section("realloc to an impossible size: NULL, ENOMEM, the old block intact");
 	for (size_t i = 0; i < sizeof(bad_sizes) / sizeof(bad_sizes[0]); i++) {
-		static const size_t olds[] = { 100, 100000, 3u << 20 };
+		static const size_t olds[] = {100, 100000, 3u << 20};
 		for (size_t j = 0; j < sizeof(olds) / sizeof(olds[0]); j++) {
 			p = MALLOC(olds[j]);
 			CHECK(p != NULL);
@@ -465,7 +477,9 @@ static void test_reallocarray(void)
 	fill_content(p, 100, 10000);
 
 	static const size_t ovf[][2] = {
-		{ SIZE_MAX / 2, 3 }, { (size_t)1 << 33, (size_t)1 << 33 }, { 3, SIZE_MAX / 2 },
+	    {SIZE_MAX / 2, 3},
+	    {(size_t)1 << 33, (size_t)1 << 33},
+	    {3, SIZE_MAX / 2},
 	};
 	for (size_t i = 0; i < sizeof(ovf) / sizeof(ovf[0]); i++) {
 		errno = 0;
@@ -474,8 +488,8 @@ static void test_reallocarray(void)
 		int err = errno;
 		CHECKF(q == NULL, "reallocarray(p, %#zx, %#zx) = %p", ovf[i][0], ovf[i][1],
 		       (void *)q);
-		CHECKF(err == ENOMEM, "reallocarray(p, %#zx, %#zx): errno %d", ovf[i][0],
-		       ovf[i][1], err);
+		CHECKF(err == ENOMEM, "reallocarray(p, %#zx, %#zx): errno %d", ovf[i][0], ovf[i][1],
+		       err);
 		if (q != NULL)
 			p = q;
 	}
@@ -493,8 +507,8 @@ static void test_reallocarray(void)
 
 static void test_posix_memalign(void)
 {
-	static const size_t invalid[] = { 0, 1, 2, 3, 4, 12, 20, 24, 40, 48, 96, 100, 4097,
-					  SIZE_MAX };
+	static const size_t invalid[] = {0,  1,	 2,  3,	 4,   12,   20,
+					 24, 40, 48, 96, 100, 4097, SIZE_MAX};
 	tu_section("posix_memalign: EINVAL for alignment 0, 3, 24, < sizeof(void *), not a "
 		   "power of two; errno untouched");
 	for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
@@ -513,7 +527,7 @@ static void test_posix_memalign(void)
 		   "= alignment, > alignment; aligned, usable, writable, errno untouched");
 	enum { NSIZES = 10 };
 	for (size_t a = 8; a <= 4 * TU_MIB; a *= 2) {
-		size_t sizes[NSIZES] = { 0, 1, a / 2, a - 1, a, a + 1, 3 * a, 100, 5000, 24 };
+		size_t sizes[NSIZES] = {0, 1, a / 2, a - 1, a, a + 1, 3 * a, 100, 5000, 24};
 		void *blocks[NSIZES];
 		for (int i = 0; i < NSIZES; i++) {
 			void *p = NULL;
@@ -522,8 +536,8 @@ static void test_posix_memalign(void)
 			int rc = POSIX_MEMALIGN(&p, a, n);
 			CHECKF(rc == 0, "posix_memalign(%zu, %zu) = %d (%s)", a, n, rc,
 			       strerror(rc));
-			CHECKF(errno == 4321, "posix_memalign(%zu, %zu) changed errno to %d", a,
-			       n, errno);
+			CHECKF(errno == 4321, "posix_memalign(%zu, %zu) changed errno to %d", a, n,
+			       errno);
 			blocks[i] = rc == 0 ? p : NULL;
 			if (rc != 0 || p == NULL)
 				continue;
@@ -536,8 +550,10 @@ static void test_posix_memalign(void)
 			if (blocks[i] == NULL)
 				continue;
 			size_t bad = first_not(blocks[i], sizes[i], (unsigned char)(i + 1));
-			CHECKF(bad == (size_t)-1, "posix_memalign(%zu, %zu) block overwritten at "
-			       "%zu", a, sizes[i], bad);
+			CHECKF(bad == (size_t)-1,
+			       "posix_memalign(%zu, %zu) block overwritten at "
+			       "%zu",
+			       a, sizes[i], bad);
 			FREE(blocks[i]);
 		}
 	}
@@ -559,7 +575,7 @@ static void test_aligned_alloc_memalign(void)
 	tu_section("aligned_alloc: powers of two 16 .. 1 MiB, sizes a, 3a, 1; aligned, "
 		   "writable");
 	for (size_t a = 16; a <= TU_MIB; a *= 2) {
-		size_t sizes[] = { a, 3 * a, 1 };
+		size_t sizes[] = {a, 3 * a, 1};
 		for (size_t i = 0; i < 3; i++) {
 			unsigned char *p = ALIGNED_ALLOC(a, sizes[i]);
 			CHECKF(p != NULL, "aligned_alloc(%zu, %zu) = NULL", a, sizes[i]);
@@ -580,7 +596,7 @@ static void test_aligned_alloc_memalign(void)
 
 	tu_section("memalign: powers of two 8 .. 4 MiB, sizes 1, a + 1; aligned, writable");
 	for (size_t a = 8; a <= 4 * TU_MIB; a *= 2) {
-		size_t sizes[] = { 1, a + 1 };
+		size_t sizes[] = {1, a + 1};
 		for (size_t i = 0; i < 2; i++) {
 			unsigned char *q = MEMALIGN(a, sizes[i]);
 			CHECKF(q != NULL, "memalign(%zu, %zu) = NULL", a, sizes[i]);
@@ -597,7 +613,7 @@ static void test_aligned_alloc_memalign(void)
 static void test_valloc_pvalloc(void)
 {
 	size_t ps = page_size;
-	size_t vsizes[] = { 1, 100, ps - 1, ps, ps + 1, 100000, 2 * TU_MIB + 3 };
+	size_t vsizes[] = {1, 100, ps - 1, ps, ps + 1, 100000, 2 * TU_MIB + 3};
 	tu_section("valloc: page-aligned (page %zu), usable, writable", ps);
 	for (size_t i = 0; i < sizeof(vsizes) / sizeof(vsizes[0]); i++) {
 		unsigned char *p = VALLOC(vsizes[i]);
@@ -610,7 +626,7 @@ static void test_valloc_pvalloc(void)
 		FREE(p);
 	}
 
-	size_t psizes[] = { 1, ps - 1, ps, ps + 1, 3 * ps + 5, 300000 };
+	size_t psizes[] = {1, ps - 1, ps, ps + 1, 3 * ps + 5, 300000};
 	tu_section("pvalloc: page-aligned, size rounded up to a whole page and writable");
 	for (size_t i = 0; i < sizeof(psizes) / sizeof(psizes[0]); i++) {
 		size_t rounded = (psizes[i] + ps - 1) / ps * ps;
@@ -693,12 +709,11 @@ static void test_mallinfo_mallopt(void)
 	tu_section("mallinfo2: every field below 2^47 (no negative value cast to size_t); "
 		   "uordblks follows 10 MiB of 1 KiB blocks");
 	struct mallinfo2 before = mallinfo2();
-	size_t fields[] = { before.arena, before.ordblks, before.smblks, before.hblks,
-			    before.hblkhd, before.usmblks, before.fsmblks, before.uordblks,
-			    before.fordblks, before.keepcost };
-	static const char *names[] = { "arena", "ordblks", "smblks", "hblks", "hblkhd",
-				       "usmblks", "fsmblks", "uordblks", "fordblks",
-				       "keepcost" };
+	size_t fields[] = {before.arena,    before.ordblks, before.smblks,  before.hblks,
+			   before.hblkhd,   before.usmblks, before.fsmblks, before.uordblks,
+			   before.fordblks, before.keepcost};
+	static const char *names[] = {"arena",	 "ordblks", "smblks",	"hblks",    "hblkhd",
+				      "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost"};
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		CHECKF(fields[i] < sane, "mallinfo2().%s = %zu (%#zx)", names[i], fields[i],
 		       fields[i]);

@@ -24,15 +24,15 @@
 #include "test_util.h"
 
 #ifdef USLUB_PREFIXED
-#define MALLOC(n) uslub_malloc(n)
-#define FREE(p) uslub_free(p)
+#define MALLOC(n)     uslub_malloc(n)
+#define FREE(p)	      uslub_free(p)
 #define REALLOC(p, n) uslub_realloc(p, n)
-#define VARIANT "linked, uslub_ names"
+#define VARIANT	      "linked, uslub_ names"
 #else
-#define MALLOC(n) malloc(n)
-#define FREE(p) free(p)
+#define MALLOC(n)     malloc(n)
+#define FREE(p)	      free(p)
 #define REALLOC(p, n) realloc(p, n)
-#define VARIANT "standard names under LD_PRELOAD"
+#define VARIANT	      "standard names under LD_PRELOAD"
 #endif
 
 static char global_buffer[256];
@@ -98,17 +98,12 @@ struct bad_case {
 };
 
 static const struct bad_case cases[] = {
-	{ "free(stack address)", case_free_stack, 1,
-	  { "uslub: free(): invalid pointer 0x", NULL } },
-	{ "free(global)", case_free_global, 1,
-	  { "uslub: free(): invalid pointer 0x", NULL } },
-	{ "free(p + 8) of a 64-byte block", case_free_interior, 1,
-	  { "invalid pointer", "kmalloc-64" } },
-	{ "double free of a 64-byte block", case_double_free, 1,
-	  { "double free", "kmalloc-64" } },
-	{ "realloc(stack address)", case_realloc_stack, 1, { "invalid pointer", NULL } },
-	{ "valid free and realloc (control)", case_valid, 0,
-	  { "valid operations done", NULL } },
+    {"free(stack address)", case_free_stack, 1, {"uslub: free(): invalid pointer 0x", NULL}},
+    {"free(global)", case_free_global, 1, {"uslub: free(): invalid pointer 0x", NULL}},
+    {"free(p + 8) of a 64-byte block", case_free_interior, 1, {"invalid pointer", "kmalloc-64"}},
+    {"double free of a 64-byte block", case_double_free, 1, {"double free", "kmalloc-64"}},
+    {"realloc(stack address)", case_realloc_stack, 1, {"invalid pointer", NULL}},
+    {"valid free and realloc (control)", case_valid, 0, {"valid operations done", NULL}},
 };
 
 /* Runs one case in a child; returns its wait status and what it wrote to stderr. */
@@ -128,7 +123,7 @@ static int run_case(const struct bad_case *c, char *out, size_t cap)
 		return -1;
 	}
 	if (pid == 0) {
-		struct rlimit no_core = { 0, 0 };
+		struct rlimit no_core = {0, 0};
 		setrlimit(RLIMIT_CORE, &no_core);
 		signal(SIGABRT, SIG_DFL);
 		close(fds[0]);
@@ -171,9 +166,10 @@ int main(int argc, char **argv)
 	(void)argc;
 	tu_clean_env(argv);
 	printf("test_bad_input (%s): bad frees and reallocs abort with a message that names "
-	       "the fault and the cache\n", VARIANT);
+	       "the fault and the cache\n",
+	       VARIANT);
 	CHECKF(tu_totals_fn() != NULL, "uslub_get_totals not found: libuslub.so is not "
-	       "preloaded");
+				       "preloaded");
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct bad_case *c = &cases[i];
@@ -185,12 +181,15 @@ int main(int argc, char **argv)
 				   c->expect[1] ? " and \"" : "", c->expect[1] ? c->expect[1] : "",
 				   c->expect[1] ? "\"" : "");
 			if (WIFSIGNALED(status))
-				CHECKF(WTERMSIG(status) == SIGABRT, "%s: killed by signal %d (%s), "
-				       "expected SIGABRT; stderr: \"%s\"", c->name,
-				       WTERMSIG(status), strsignal(WTERMSIG(status)), out);
+				CHECKF(WTERMSIG(status) == SIGABRT,
+				       "%s: killed by signal %d (%s), "
+				       "expected SIGABRT; stderr: \"%s\"",
+				       c->name, WTERMSIG(status), strsignal(WTERMSIG(status)), out);
 			else
-				CHECKF(0, "%s: exited with status %d instead of dying by SIGABRT; "
-				       "stderr: \"%s\"", c->name, WEXITSTATUS(status), out);
+				CHECKF(0,
+				       "%s: exited with status %d instead of dying by SIGABRT; "
+				       "stderr: \"%s\"",
+				       c->name, WEXITSTATUS(status), out);
 		} else {
 			tu_section("%s: exits 0", c->name);
 			CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
@@ -198,8 +197,10 @@ int main(int argc, char **argv)
 		}
 		for (int k = 0; k < 2; k++)
 			if (c->expect[k] != NULL)
-				CHECKF(strstr(out, c->expect[k]) != NULL, "%s: stderr lacks \"%s\": "
-				       "\"%s\"", c->name, c->expect[k], out);
+				CHECKF(strstr(out, c->expect[k]) != NULL,
+				       "%s: stderr lacks \"%s\": "
+				       "\"%s\"",
+				       c->name, c->expect[k], out);
 	}
 	return tu_summary("test_bad_input");
 }

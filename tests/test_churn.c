@@ -19,8 +19,8 @@
 #include "test_util.h"
 
 enum {
-	OBJECTS = 300,        /* per thread */
-	HANDOFF = 4,          /* per thread, freed by main after the thread exited */
+	OBJECTS = 300, /* per thread */
+	HANDOFF = 4,   /* per thread, freed by main after the thread exited */
 	MAX_WAVE = 8,
 	BASELINE_AT = 1000,
 	MAX_GROWTH_MIB = 16,
@@ -119,8 +119,8 @@ int main(int argc, char **argv)
 		total = 2 * BASELINE_AT;
 	printf("test_churn: %lu threads in waves of 4..%d, %d objects each, %d handed to the "
 	       "main thread and freed after their thread exited; RSS at the end <= RSS after "
-	       "%d threads + %d MiB\n", total, MAX_WAVE, OBJECTS, HANDOFF, BASELINE_AT,
-	       MAX_GROWTH_MIB);
+	       "%d threads + %d MiB\n",
+	       total, MAX_WAVE, OBJECTS, HANDOFF, BASELINE_AT, MAX_GROWTH_MIB);
 	fflush(stdout);
 
 	tu_get_totals_fn totals = tu_totals_fn();
@@ -180,15 +180,15 @@ int main(int argc, char **argv)
 	if (totals != NULL)
 		totals(&end_totals);
 
-	printf("  %lu threads in %.2f s (%.1f us each); first %d in %.2f s\n", started,
-	       elapsed, elapsed * 1e6 / (double)(started ? started : 1), BASELINE_AT, t_base);
+	printf("  %lu threads in %.2f s (%.1f us each); first %d in %.2f s\n", started, elapsed,
+	       elapsed * 1e6 / (double)(started ? started : 1), BASELINE_AT, t_base);
 	printf("  RSS after %d threads: %.1f MiB, at the end: %.1f MiB (growth %+.1f MiB, "
-	       "limit %d MiB)\n", BASELINE_AT, (double)rss_base / TU_MIB,
-	       (double)rss_end / TU_MIB, ((double)rss_end - (double)rss_base) / TU_MIB,
-	       MAX_GROWTH_MIB);
+	       "limit %d MiB)\n",
+	       BASELINE_AT, (double)rss_base / TU_MIB, (double)rss_end / TU_MIB,
+	       ((double)rss_end - (double)rss_base) / TU_MIB, MAX_GROWTH_MIB);
 	if (totals != NULL)
-		printf("  uslub mapped: %.1f MiB -> %.1f MiB; in_use: %" PRIu64 " B at start, %"
-		       PRIu64 " B after %d threads, %" PRIu64 " B at the end\n",
+		printf("  uslub mapped: %.1f MiB -> %.1f MiB; in_use: %" PRIu64
+		       " B at start, %" PRIu64 " B after %d threads, %" PRIu64 " B at the end\n",
 		       (double)base_totals.mapped / TU_MIB, (double)end_totals.mapped / TU_MIB,
 		       in_use_start, base_totals.in_use, BASELINE_AT, end_totals.in_use);
 
@@ -204,7 +204,8 @@ int main(int argc, char **argv)
 	if (totals != NULL) {
 		CHECKF(end_totals.in_use <= in_use_start + TU_MIB,
 		       "in_use %" PRIu64 " at start, %" PRIu64 " after every thread's objects "
-		       "were freed", in_use_start, end_totals.in_use);
+		       "were freed",
+		       in_use_start, end_totals.in_use);
 		CHECKF(end_totals.mapped <= base_totals.mapped + (uint64_t)MAX_GROWTH_MIB * TU_MIB,
 		       "mapped grew from %" PRIu64 " to %" PRIu64 " bytes after thread %d",
 		       base_totals.mapped, end_totals.mapped, BASELINE_AT);

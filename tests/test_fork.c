@@ -27,9 +27,9 @@
 enum {
 	NWORKERS = 4,
 	WORKER_SLOTS = 128,
-	GIFTS = 8,            /* blocks per worker that children free */
+	GIFTS = 8, /* blocks per worker that children free */
 	CHILD_BLOCKS = 300,
-	EXIT_CHILDREN = 5,    /* the last ones leave through exit() */
+	EXIT_CHILDREN = 5, /* the last ones leave through exit() */
 	WATCHDOG_S = 60,
 };
 
@@ -145,7 +145,7 @@ static void *child_thread_main(void *arg)
 /* Returns the number of bad blocks the child found. */
 static int run_child(int n)
 {
-	struct rlimit no_core = { 0, 0 };
+	struct rlimit no_core = {0, 0};
 	setrlimit(RLIMIT_CORE, &no_core);
 	int bad = 0;
 
@@ -206,12 +206,12 @@ int main(int argc, char **argv)
 		forks = EXIT_CHILDREN + 1;
 	printf("test_fork: %d forks while %d threads malloc and free; children check and "
 	       "free the parent's blocks, allocate %d blocks of their own, every tenth "
-	       "starts a thread, the last %d leave with exit()\n", forks, NWORKERS,
-	       CHILD_BLOCKS, EXIT_CHILDREN);
+	       "starts a thread, the last %d leave with exit()\n",
+	       forks, NWORKERS, CHILD_BLOCKS, EXIT_CHILDREN);
 	fflush(stdout);
 
 	CHECKF(tu_totals_fn() != NULL, "uslub_get_totals not found: libuslub.so is not "
-	       "preloaded");
+				       "preloaded");
 
 	signal(SIGALRM, on_alarm);
 	uint64_t rng = 0xfeed;
@@ -282,8 +282,8 @@ int main(int argc, char **argv)
 	}
 	unsigned long werr = atomic_load(&worker_errors);
 	CHECKF(werr == 0, "%lu bad blocks or failed mallocs in the parent's workers", werr);
-	printf("  %d of %d children exited cleanly in %.2f s (%.1f ms per fork)\n",
-	       ok_children, forks, elapsed, elapsed * 1000.0 / forks);
+	printf("  %d of %d children exited cleanly in %.2f s (%.1f ms per fork)\n", ok_children,
+	       forks, elapsed, elapsed * 1000.0 / forks);
 	CHECK_EQ(ok_children, forks);
 	return tu_summary("test_fork");
 }

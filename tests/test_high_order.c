@@ -83,7 +83,7 @@ static void fallback_when_fragmented(void)
 	}
 	EXPECT(stat_of(USLUB_STAT_ALLOC_SLAB) > slabs, "new slabs were made");
 	EXPECT(stat_of(USLUB_STAT_ORDER_FALLBACK) - fallbacks ==
-		       stat_of(USLUB_STAT_ALLOC_SLAB) - slabs,
+		   stat_of(USLUB_STAT_ALLOC_SLAB) - slabs,
 	       "every new slab fell back: %lu of %lu",
 	       (unsigned long)(stat_of(USLUB_STAT_ORDER_FALLBACK) - fallbacks),
 	       (unsigned long)(stat_of(USLUB_STAT_ALLOC_SLAB) - slabs));
@@ -92,8 +92,8 @@ static void fallback_when_fragmented(void)
 	EXPECT(stat_of(USLUB_STAT_HIGH_ORDER_STALL) == 0, "nowait never stalls");
 	for (int i = 0; i < N; i++)
 		for (int b = 0; b < SIZE; b += 512)
-			EXPECT(((unsigned char *)objs[i])[b] == (unsigned char)i, "object %d intact",
-			       i);
+			EXPECT(((unsigned char *)objs[i])[b] == (unsigned char)i,
+			       "object %d intact", i);
 
 	/* The old behaviour, for comparison: block for the preferred order. */
 	uslub_config.high_order_wait = 1;
@@ -212,8 +212,7 @@ static void background(void)
 	}
 	int status = 0;
 	waitpid(pid, &status, 0);
-	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restarted in the child: %d",
-	       status);
+	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restarted in the child: %d", status);
 	uslub_replenish_stop();
 	EXPECT(!uslub_replenish_running(), "stopped");
 	uslub_config.background = 0;

@@ -83,7 +83,7 @@ static void fake4(void)
 		}
 		for (unsigned k = 0; k + 1 < 3; k++)
 			EXPECT(uslub_topo.distance[i][uslub_topo.order[i][k]] <=
-				       uslub_topo.distance[i][uslub_topo.order[i][k + 1]],
+				   uslub_topo.distance[i][uslub_topo.order[i][k + 1]],
 			       "search order of node %u by distance", i);
 		for (unsigned k = 0; k < 3; k++)
 			EXPECT(uslub_topo.order[i][k] != i, "local node not in its search order");
@@ -170,7 +170,8 @@ static void fake4(void)
 	EXPECT(node_of(one[0]) == 2, "then node 2's (got %u)", node_of(one[0]));
 	EXPECT(n0->any_partial_tried - tried == 3, "tried 1, 3, 2: %lu",
 	       (unsigned long)(n0->any_partial_tried - tried));
-	EXPECT(n0->any_partial_tried - tried <= (uslub_nr_nodes - 1) * (n0->any_partial_calls - calls),
+	EXPECT(n0->any_partial_tried - tried <=
+		   (uslub_nr_nodes - 1) * (n0->any_partial_calls - calls),
 	       "the local node is never tried again");
 	for (int i = 0; i < 36 * 8; i++)
 		uslub_free(only2[i]);

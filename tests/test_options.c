@@ -43,9 +43,10 @@ int main(void)
 	EXPECT(uslub_config.background == 0 && uslub_config.mem_limit == 0, "defaults");
 	EXPECT(uslub_config.stats == USLUB_STATS_OFF, "stats off");
 
-	char *good[] = {"USLUB_MIN_ORDER=1", "USLUB_MAX_ORDER=4", "USLUB_MIN_OBJECTS=32",
-			"USLUB_HIGH_ORDER=wait", "USLUB_BACKGROUND=1", "USLUB_MEM_LIMIT=512M",
-			"USLUB_STATS=json", "USLUB_STATS_FILE=/tmp/x.%p", NULL};
+	char *good[] = {
+	    "USLUB_MIN_ORDER=1",     "USLUB_MAX_ORDER=4",	   "USLUB_MIN_OBJECTS=32",
+	    "USLUB_HIGH_ORDER=wait", "USLUB_BACKGROUND=1",	   "USLUB_MEM_LIMIT=512M",
+	    "USLUB_STATS=json",	     "USLUB_STATS_FILE=/tmp/x.%p", NULL};
 	msg = parse(good);
 	EXPECT(msg[0] == '\0', "no output for good settings: %s", msg);
 	EXPECT(uslub_config.min_order == 1 && uslub_config.max_order == 4, "orders");
@@ -68,23 +69,23 @@ int main(void)
 	static const struct {
 		const char *setting, *name;
 	} bad[] = {
-		{"USLUB_MIN_ORDER=x", "USLUB_MIN_ORDER"},
-		{"USLUB_MAX_ORDER=11", "USLUB_MAX_ORDER"},
-		{"USLUB_MAX_ORDER=-1", "USLUB_MAX_ORDER"},
-		{"USLUB_MIN_OBJECTS=99999999999999999999", "USLUB_MIN_OBJECTS"},
-		{"USLUB_HIGH_ORDER=sometimes", "USLUB_HIGH_ORDER"},
-		{"USLUB_BACKGROUND=yes", "USLUB_BACKGROUND"},
-		{"USLUB_MEM_LIMIT=12Q", "USLUB_MEM_LIMIT"},
-		{"USLUB_MEM_LIMIT=", "USLUB_MEM_LIMIT"},
-		{"USLUB_STATS=maybe", "USLUB_STATS"},
-		{"USLUB_VERBOSE=2", "USLUB_VERBOSE"},
+	    {"USLUB_MIN_ORDER=x", "USLUB_MIN_ORDER"},
+	    {"USLUB_MAX_ORDER=11", "USLUB_MAX_ORDER"},
+	    {"USLUB_MAX_ORDER=-1", "USLUB_MAX_ORDER"},
+	    {"USLUB_MIN_OBJECTS=99999999999999999999", "USLUB_MIN_OBJECTS"},
+	    {"USLUB_HIGH_ORDER=sometimes", "USLUB_HIGH_ORDER"},
+	    {"USLUB_BACKGROUND=yes", "USLUB_BACKGROUND"},
+	    {"USLUB_MEM_LIMIT=12Q", "USLUB_MEM_LIMIT"},
+	    {"USLUB_MEM_LIMIT=", "USLUB_MEM_LIMIT"},
+	    {"USLUB_STATS=maybe", "USLUB_STATS"},
+	    {"USLUB_VERBOSE=2", "USLUB_VERBOSE"},
 	};
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *env[] = {(char *)bad[i].setting, NULL};
 		msg = parse(env);
 		EXPECT(lines(msg) == 1, "%s: %u lines: %s", bad[i].setting, lines(msg), msg);
-		EXPECT(strstr(msg, bad[i].name) != NULL, "%s: message names it: %s",
-		       bad[i].setting, msg);
+		EXPECT(strstr(msg, bad[i].name) != NULL, "%s: message names it: %s", bad[i].setting,
+		       msg);
 	}
 	char *env1[] = {"USLUB_MAX_ORDER=11", NULL};
 	parse(env1);

@@ -66,7 +66,7 @@ static void random_orders(void)
 				continue;
 			char *a = page_address(blocks[i]), *b = page_address(blocks[j]);
 			EXPECT(a + (USLUB_PAGE_SIZE << orders[i]) <= b ||
-				       b + (USLUB_PAGE_SIZE << orders[j]) <= a,
+				   b + (USLUB_PAGE_SIZE << orders[j]) <= a,
 			       "blocks %d and %d overlap", i, j);
 		}
 	for (int k = N - 1; k > 0; k--) {

@@ -20,14 +20,16 @@ static void check_table(void)
 		EXPECT(c < USLUB_NR_CLASSES && uslub_class_size[c] >= size, "size %zu -> %u", size,
 		       c);
 		if (c > 0)
-			EXPECT(uslub_class_size[c - 1] < size || size == 0, "size %zu not smallest", size);
+			EXPECT(uslub_class_size[c - 1] < size || size == 0, "size %zu not smallest",
+			       size);
 		/* The finer classes bound rounding waste: under 25% past 128 bytes. */
 		if (size > 128)
 			EXPECT((uslub_class_size[c] - size) * 4 < uslub_class_size[c],
 			       "size %zu wastes %u", size, uslub_class_size[c] - (unsigned)size);
 	}
 	/* The kmalloc shape: every power of two from 16, and 96 and 192. */
-	static const unsigned kmalloc[] = {16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192};
+	static const unsigned kmalloc[] = {16,	32,  64,   96,	 128,  192,
+					   256, 512, 1024, 2048, 4096, 8192};
 	for (unsigned i = 0; i < sizeof(kmalloc) / sizeof(kmalloc[0]); i++)
 		EXPECT(uslub_class_size[uslub_size_to_class(kmalloc[i])] == kmalloc[i], "%u",
 		       kmalloc[i]);
@@ -60,7 +62,8 @@ static void check_against_kernel(const char *path)
 		if (line[0] == '#' || sscanf(line, "%u %u %u", &size, &order, &objs) != 3)
 			continue;
 		unsigned ours = uslub_calculate_order(size, &p);
-		EXPECT(ours == order, "object size %u: kernel order %u, ours %u", size, order, ours);
+		EXPECT(ours == order, "object size %u: kernel order %u, ours %u", size, order,
+		       ours);
 		EXPECT(uslub_order_objects(ours, size) == objs || ours != order,
 		       "object size %u: kernel %u objects, ours %u", size, objs,
 		       uslub_order_objects(ours, size));

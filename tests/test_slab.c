@@ -163,7 +163,7 @@ static void partial_bound_and_discard(void)
 	EXPECT(atomic_load(&cache->nr_slabs) < slabs_before, "empty slabs discarded: %lu -> %lu",
 	       (unsigned long)slabs_before, (unsigned long)atomic_load(&cache->nr_slabs));
 	EXPECT(cache->node[0].nr_partial >= cache->min_partial ||
-		       cache->node[0].nr_partial <= (uint64_t)SLABS,
+		   cache->node[0].nr_partial <= (uint64_t)SLABS,
 	       "node keeps its partials");
 }
 

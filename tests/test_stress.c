@@ -24,22 +24,22 @@
 #include "test_util.h"
 
 #ifdef USLUB_PREFIXED
-#define MALLOC(n) uslub_malloc(n)
-#define FREE(p) uslub_free(p)
+#define MALLOC(n)     uslub_malloc(n)
+#define FREE(p)	      uslub_free(p)
 #define REALLOC(p, n) uslub_realloc(p, n)
-#define VARIANT "linked, uslub_ names"
+#define VARIANT	      "linked, uslub_ names"
 #else
-#define MALLOC(n) malloc(n)
-#define FREE(p) free(p)
+#define MALLOC(n)     malloc(n)
+#define FREE(p)	      free(p)
 #define REALLOC(p, n) realloc(p, n)
-#define VARIANT "standard names under LD_PRELOAD"
+#define VARIANT	      "standard names under LD_PRELOAD"
 #endif
 
 enum {
 	NTHREADS = 4,
-	SLOTS = 512,          /* objects a thread holds at once */
-	RING_CAP = 16384,     /* per-thread inbox */
-	DRAIN_EVERY = 64,     /* operations between two looks at the inbox */
+	SLOTS = 512,	  /* objects a thread holds at once */
+	RING_CAP = 16384, /* per-thread inbox */
+	DRAIN_EVERY = 64, /* operations between two looks at the inbox */
 	MAX_REPORTS = 20,
 };
 
@@ -78,12 +78,14 @@ static void report(const char *what, const struct obj *o, size_t off)
 	if (n > MAX_REPORTS)
 		return;
 	if (off == (size_t)-1) {
-		fprintf(stderr, "FAIL %s:%d: %s: object %p size %zu key %#" PRIx64 "\n",
-			__FILE__, __LINE__, what, (void *)o->p, o->size, o->key);
+		fprintf(stderr, "FAIL %s:%d: %s: object %p size %zu key %#" PRIx64 "\n", __FILE__,
+			__LINE__, what, (void *)o->p, o->size, o->key);
 	} else {
-		fprintf(stderr, "FAIL %s:%d: %s: object %p size %zu key %#" PRIx64 ": byte %zu "
-			"is %#x, expected %#x\n", __FILE__, __LINE__, what, (void *)o->p,
-			o->size, o->key, off, o->p[off], tu_pattern_byte(o->key, off));
+		fprintf(stderr,
+			"FAIL %s:%d: %s: object %p size %zu key %#" PRIx64 ": byte %zu "
+			"is %#x, expected %#x\n",
+			__FILE__, __LINE__, what, (void *)o->p, o->size, o->key, off, o->p[off],
+			tu_pattern_byte(o->key, off));
 	}
 }
 
@@ -236,8 +238,8 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		ops_per_thread = strtoul(argv[1], NULL, 10);
 	printf("test_stress (%s): %d threads x %lu operations, sizes 1 B .. 16 KiB and "
-	       "64 KiB .. 2 MiB, cross-thread frees through inboxes, realloc\n", VARIANT,
-	       NTHREADS, ops_per_thread);
+	       "64 KiB .. 2 MiB, cross-thread frees through inboxes, realloc\n",
+	       VARIANT, NTHREADS, ops_per_thread);
 	fflush(stdout);
 
 	tu_get_totals_fn totals = tu_totals_fn();
@@ -274,17 +276,16 @@ int main(int argc, char **argv)
 		CHECKF(w->inbox.count == 0, "worker %d inbox still holds %u objects", i,
 		       w->inbox.count);
 	}
-	printf("  %.2f s: %" PRIu64 " mallocs (%" PRIu64 " MiB filled, %" PRIu64 " large), %"
-	       PRIu64 " reallocs, %" PRIu64 " frees, %" PRIu64 " sent to another thread (%"
-	       PRIu64 " received), %" PRIu64 " freed by the sender on a full inbox\n",
+	printf("  %.2f s: %" PRIu64 " mallocs (%" PRIu64 " MiB filled, %" PRIu64 " large), %" PRIu64
+	       " reallocs, %" PRIu64 " frees, %" PRIu64 " sent to another thread (%" PRIu64
+	       " received), %" PRIu64 " freed by the sender on a full inbox\n",
 	       elapsed, allocs, bytes >> 20, large, reallocs, frees, sent, received, full);
 
 	unsigned long errs = atomic_load(&errors);
 	CHECKF(errs == 0, "%lu pattern/alignment/NULL errors (first %d printed above)", errs,
 	       MAX_REPORTS);
 	CHECKF(allocs == frees, "%" PRIu64 " mallocs but %" PRIu64 " frees", allocs, frees);
-	CHECKF(sent == received, "%" PRIu64 " objects sent, %" PRIu64 " received", sent,
-	       received);
+	CHECKF(sent == received, "%" PRIu64 " objects sent, %" PRIu64 " received", sent, received);
 	CHECK(sent > 0 && reallocs > 0 && large > 0);
 
 	if (totals != NULL) {

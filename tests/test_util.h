@@ -59,25 +59,25 @@ static inline int tu_check_failed(int ok, const char *file, int line, const char
 #define CHECK(cond) ((void)tu_check_failed((cond) ? 1 : 0, __FILE__, __LINE__, #cond))
 
 /* CHECKF(cond, "fmt", ...): the details are printed only when cond is false. */
-#define CHECKF(cond, ...)                                                           \
-	do {                                                                        \
-		if (tu_check_failed((cond) ? 1 : 0, __FILE__, __LINE__, #cond)) {   \
-			fprintf(stderr, "    ");                                     \
-			fprintf(stderr, __VA_ARGS__);                                \
-			fputc('\n', stderr);                                         \
-		}                                                                   \
+#define CHECKF(cond, ...)                                                                          \
+	do {                                                                                       \
+		if (tu_check_failed((cond) ? 1 : 0, __FILE__, __LINE__, #cond)) {                  \
+			fprintf(stderr, "    ");                                                   \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+		}                                                                                  \
 	} while (0)
 
-#define CHECK_EQ(a, b)                                                              \
-	do {                                                                        \
-		uintmax_t tu_a_ = (uintmax_t)(a), tu_b_ = (uintmax_t)(b);           \
-		CHECKF(tu_a_ == tu_b_, "%s = %ju (%#jx), %s = %ju (%#jx)", #a,      \
-		       tu_a_, tu_a_, #b, tu_b_, tu_b_);                               \
+#define CHECK_EQ(a, b)                                                                             \
+	do {                                                                                       \
+		uintmax_t tu_a_ = (uintmax_t)(a), tu_b_ = (uintmax_t)(b);                          \
+		CHECKF(tu_a_ == tu_b_, "%s = %ju (%#jx), %s = %ju (%#jx)", #a, tu_a_, tu_a_, #b,   \
+		       tu_b_, tu_b_);                                                              \
 	} while (0)
 
-#define CHECK_ALIGNED(p, align)                                                     \
-	CHECKF(((uintptr_t)(p) & ((uintptr_t)(align) - 1)) == 0,                    \
-	       "%p is not %zu-aligned", (void *)(p), (size_t)(align))
+#define CHECK_ALIGNED(p, align)                                                                    \
+	CHECKF(((uintptr_t)(p) & ((uintptr_t)(align)-1)) == 0, "%p is not %zu-aligned",            \
+	       (void *)(p), (size_t)(align))
 
 /* Prints "<name>: N checks passed" or the failure count; returns the exit status. */
 static inline int tu_summary(const char *name)

@@ -6,15 +6,15 @@
 
 static unsigned long unit_checks, unit_failures;
 
-#define EXPECT(cond, ...)                                                                  \
-	do {                                                                               \
-		unit_checks++;                                                             \
-		if (!(cond)) {                                                             \
-			unit_failures++;                                                   \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
-			fprintf(stderr, __VA_ARGS__);                                      \
-			fputc('\n', stderr);                                               \
-		}                                                                          \
+#define EXPECT(cond, ...)                                                                          \
+	do {                                                                                       \
+		unit_checks++;                                                                     \
+		if (!(cond)) {                                                                     \
+			unit_failures++;                                                           \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+		}                                                                                  \
 	} while (0)
 
 static inline int unit_summary(const char *name)

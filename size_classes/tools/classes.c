@@ -18,8 +18,8 @@ int main(void)
 			return 1;
 		unsigned long slab = USLUB_PAGE_SIZE << c->order;
 		unsigned long waste = slab - (unsigned long)c->objects * c->size;
-		printf("%-14s %8u %6u %6u %8u %8u %6lu B (%4.1f%%)\n", c->name, c->size,
-		       c->order, c->min_order, c->objects, c->min_objects, waste,
+		printf("%-14s %8u %6u %6u %8u %8u %6lu B (%4.1f%%)\n", c->name, c->size, c->order,
+		       c->min_order, c->objects, c->min_objects, waste,
 		       100.0 * (double)waste / (double)slab);
 	}
 	return 0;

@@ -6,6 +6,7 @@ Run by `tools/uslub bench`, which installs the peers and builds BUILD first.
   bench.py --build DIR --out DIR suite [--quick] [--runs N] [--only NAME,...]
   bench.py --build DIR --out DIR show [--runs N]
   bench.py --build DIR --out DIR opcount
+  bench.py --build DIR --out DIR report
 
 suite   every workload under every allocator, N rounds (default 5); in round r each
         allocator runs once, in an order rotated by r, so a burst of load from whatever
@@ -17,6 +18,8 @@ show    the figures asked for when the allocator was first shown: instructions p
         operation, a stress program and two real programs (uslub, glibc, mimalloc), and
         the memory kept after everything is freed. OUT/allocator-show.md.
 opcount callgrind instructions per malloc+free pair, OUT/opcount.md.
+report  OUT/results.md and OUT/bench.png again from OUT/raw.json (every run's figures,
+        which suite saves before it reports).
 
 Every run is checked: a workload exits non-zero on a wrong result, and a real program's
 output must match its output under glibc. A failed run is reported, never timed.
@@ -297,16 +300,56 @@ def run_suite(args):
             % (len(ws), len(allocs), elapsed))
         return 0
     counts = opcounts(args.build, allocs) if not args.no_opcount else None
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(report(ws, allocs, results, failures, runs, counts,
-                       (load_start, load_end, elapsed)))
-    plot(ws, allocs, results, os.path.join(args.out, "bench.png"))
     for w in ws:
         if w.check == "rc" and w.prepare:
             w.prepare()
-    say("bench: wrote %s and %s" % (os.path.join(args.out, "results.md"),
-                                     os.path.join(args.out, "bench.png")))
+    raw = {
+        "machine": machine_lines(),
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "runs": runs,
+        "load": [load_start[0], load_end[0], elapsed],
+        "allocators": [a for a, _ in allocs],
+        "workloads": [[w.name, w.what] for w in ws],
+        "results": {"%s|%s" % k: [[r.wall, r.rss_kib] for r in v] for k, v in results.items()},
+        "failures": failures,
+        "micro": {"%s|%s" % k: v for k, v in (micro or {}).items()},
+        "opcount": {"%s|%s|%d" % k: v for k, v in (counts or {}).items()},
+    }
+    os.makedirs(args.out, exist_ok=True)
+    import json
+    with open(os.path.join(args.out, "raw.json"), "w") as f:
+        json.dump(raw, f, indent=1)
+    return write_report(args.out)
+
+
+class Named:
+    def __init__(self, name, what):
+        self.name = name
+        self.what = what
+
+
+def write_report(out):
+    """results.md and bench.png from OUT/raw.json, which keeps every run's figures, so a
+    report can be redone (`bench.py report`) without measuring again."""
+    import json
+    with open(os.path.join(out, "raw.json")) as f:
+        raw = json.load(f)
+    ws = [Named(n, w) for n, w in raw["workloads"]]
+    allocs = [(a, None) for a in raw["allocators"]]
+    results = {tuple(k.split("|")): [Run(w, r, 0, b"", b"") for w, r in v]
+               for k, v in raw["results"].items()}
+    micro = {tuple(k.split("|")): v for k, v in raw["micro"].items()}
+    counts = {}
+    for k, v in raw["opcount"].items():
+        a, m, size = k.split("|")
+        counts[(a, m, int(size))] = v
+    failures = [tuple(f) for f in raw["failures"]]
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(report(raw, ws, allocs, results, failures, raw["runs"], counts, micro,
+                       raw["load"]))
+    plot(ws, allocs, results, os.path.join(out, "bench.png"))
+    say("bench: wrote %s and %s" % (os.path.join(out, "results.md"),
+                                     os.path.join(out, "bench.png")))
     return 1 if failures else 0
 
 
@@ -356,19 +399,19 @@ def fmt_ratio(x):
     return "%.2f" % x
 
 
-def report(ws, allocs, results, failures, runs, counts, micro, load):
+def report(raw, ws, allocs, results, failures, runs, counts, micro, load):
     names = [a for a, _ in allocs]
     out = []
     out.append("# uslub benchmarks")
     out.append("")
-    out.append("- date: %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M %Z").strip())
-    out.extend(machine_lines())
+    out.append("- date: %s" % raw["date"])
+    out.extend(raw["machine"])
     out.append("- method: %d rounds; in round r every allocator runs every workload once, in "
-               "an order rotated by r. Wall time from fork to exit, peak RSS from wait4 "
-               "(ru_maxrss). Median of the runs, then [min-max]; ratio is to the best median "
+               "an order rotated by r. Wall time from fork to exit; peak RSS as GNU time's %%M "
+               "reports it (the program's ru_maxrss; time's own ~1 MiB is the floor). Median of the runs, then [min-max]; ratio is to the best median "
                "of the row (1.00 = best). The machine was shared with other jobs (load "
                "average %.2f at the start, %.2f at the end, %.0f s in all), which is why runs "
-               "alternate and spreads are shown." % (runs, load[0][0], load[1][0], load[2]))
+               "alternate and spreads are shown." % (runs, load[0], load[1], load[2]))
     out.append("- reproduce: `tools/uslub bench` (`--runs N`, `--only NAME,...`)")
     out.append("")
     if failures:
@@ -594,6 +637,24 @@ def run_opcount(args):
 
 # ---- show: the figures for the allocator's first presentation --------------------------
 
+SHOW_COMMANDS = """## Commands
+
+`tools/uslub bench --show` builds `build-bench/` (release) and runs, with `LD_PRELOAD`
+set to each allocator's library (unset for glibc):
+
+```
+valgrind --tool=callgrind --callgrind-out-file=OUT build-bench/tools/bench/opcount pair SIZE N
+valgrind --tool=callgrind --callgrind-out-file=OUT build-bench/tools/bench/opcount batch SIZE N
+    # SIZE 16, 64, 256, 1024; each with N and 2N; Ir from OUT's totals line
+/usr/bin/time -f %M build-bench/tools/bench/stress
+PYTHONMALLOC=malloc /usr/bin/time -f %M /usr/bin/python3 tools/bench/programs/alloc_heavy.py
+/usr/bin/time -f %M sqlite3 :memory: < bench-results/data/import-400000.sql
+    # .import of bench-results/data/rows-400000.csv, then tools/bench/programs/import_query.sql
+build-bench/tools/bench/rss_after_free
+```
+"""
+
+
 def run_show(args):
     allocs = allocators(args.build)
     counts = opcounts(args.build, allocs)
@@ -646,6 +707,7 @@ def run_show(args):
                "the start of the timed runs, %.2f at the end); runs alternate allocators for "
                "that reason" % (load_start[0], load_end[0]))
     out.append("")
+    out.append(SHOW_COMMANDS)
     if failures:
         out.append("## Failed runs")
         out.append("")
@@ -728,6 +790,7 @@ def main():
     s = sub.add_parser("show")
     s.add_argument("--runs", type=int, default=5)
     sub.add_parser("opcount")
+    sub.add_parser("report", help="redo OUT/results.md and OUT/bench.png from OUT/raw.json")
     args = ap.parse_args()
     global USLUB_VERSION
     USLUB_VERSION = args.uslub_version
@@ -735,6 +798,8 @@ def main():
     args.out = os.path.abspath(args.out)
     if getattr(args, "runs", 1) < 1:
         sys.exit("bench: --runs must be at least 1")
+    if args.cmd == "report":
+        return write_report(args.out)
     return {"suite": run_suite, "show": run_show, "opcount": run_opcount}[args.cmd](args)
 
 
