@@ -59,6 +59,8 @@ static enum block_kind classify(const void *p, const char *func, struct page_des
 		return BLOCK_HUGE;
 	}
 	if (s->kind == PAGE_LARGE) {
+		if (s->flags & PF_CACHED) /* freed, waiting in a thread's cache */
+			uslub_report_bad_free("invalid pointer", func, p, NULL);
 		if (p != page_address(s))
 			uslub_report_bad_free("invalid pointer", func, p, NULL);
 		*usable = uslub_large_usable(s);
@@ -202,11 +204,15 @@ int uslub_trim_impl(size_t pad)
 {
 	uslub_init();
 	struct uslub_thread *t = uslub_tls_thread;
-	if (t->state == THREAD_LIVE)
+	if (t->state == THREAD_LIVE) {
 		uslub_pcp_drain(t, 0);
+		uslub_large_cache_drain(t);
+	}
 	size_t released = 0;
-	for (unsigned n = 0; n < uslub_nr_nodes; n++)
+	for (unsigned n = 0; n < uslub_nr_nodes; n++) {
 		released += uslub_pages_release(n, pad >> USLUB_PAGE_SHIFT);
+		released += uslub_pages_release(LARGE_ZONE(n), 0);
+	}
 	return released > 0;
 }
 
@@ -255,7 +261,9 @@ struct mallinfo2 uslub_mallinfo2_impl(void)
 	mi.usmblks = t.peak_mapped;
 	for (unsigned n = 0; n < uslub_nr_nodes; n++)
 		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
-			mi.ordblks += __atomic_load_n(&uslub_nodes[n].nr_free[o], __ATOMIC_RELAXED);
+			mi.ordblks += __atomic_load_n(&uslub_nodes[n].nr_free[o], __ATOMIC_RELAXED) +
+				      __atomic_load_n(&uslub_nodes[LARGE_ZONE(n)].nr_free[o],
+						      __ATOMIC_RELAXED);
 	return mi;
 }
 

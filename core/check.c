@@ -37,8 +37,8 @@ struct walk {
 	struct uslub_out msg;
 	int fd;
 	/* found by the page walk, to compare with the lists and counters */
-	uint64_t free_heads[MAX_NODES][USLUB_MAX_ORDER + 1];
-	uint64_t free_pages[MAX_NODES], warm_pages[MAX_NODES];
+	uint64_t free_heads[NR_ZONES][USLUB_MAX_ORDER + 1];
+	uint64_t free_pages[NR_ZONES], warm_pages[NR_ZONES];
 	uint64_t slabs[USLUB_NR_CLASSES], slabs_by_order[USLUB_NR_CLASSES][USLUB_MAX_ORDER + 1];
 	uint64_t objects[USLUB_NR_CLASSES];
 	uint64_t partial[USLUB_NR_CLASSES][MAX_NODES];
@@ -251,6 +251,9 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 		if (d->kind == PAGE_SLAB) {
 			out->slab_pages += len;
 			check_slab(w, d, nid);
+		} else if (d->kind == PAGE_LARGE && (d->flags & PF_CACHED)) {
+			/* Freed, waiting in a thread's large-block cache: free, not live. */
+			out->cached_large_pages += len;
 		} else if (d->kind == PAGE_LARGE) {
 			out->large_pages += len;
 			out->large_blocks++;
@@ -433,11 +436,14 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 	w.fd = fd;
 	uslub_out_init(&w.msg, fd);
 
-	for (unsigned nid = 0; nid < nr_nodes; nid++)
-		for (struct region *r = uslub_nodes[nid].regions; r; r = r->next)
-			walk_region(&w, r, nid);
-	for (unsigned nid = 0; nid < nr_nodes; nid++)
-		check_buddy(&w, nid);
+	/* Both zones of every node: slabs, and large blocks. */
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		if (z % MAX_NODES < nr_nodes)
+			for (struct region *r = uslub_nodes[z].regions; r; r = r->next)
+				walk_region(&w, r, z);
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		if (z % MAX_NODES < nr_nodes)
+			check_buddy(&w, z);
 	check_caches(&w, nr_nodes);
 
 	uint64_t held = 0, pcp = 0;

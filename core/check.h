@@ -19,6 +19,7 @@ struct uslub_check {
 	/* Where each page is; the fields add up to regions * pages per region. */
 	uint64_t slab_pages;
 	uint64_t large_pages;
+	uint64_t cached_large_pages; /* freed large blocks in threads' caches */
 	uint64_t meta_pages;	  /* thread structures */
 	uint64_t pcp_pages;	  /* in threads' order-0 page caches */
 	uint64_t free_warm_pages; /* free, probably resident */

@@ -23,17 +23,34 @@
 
 #define DBG_ALL_LETTERS (DBG_CHECK | DBG_REDZONE | DBG_POISON | DBG_TRACK)
 
+/* The operation a report was found in, and the program's call site, for its last line.
+ * Set just before the checks of one operation; a report ends the process, so a thread
+ * that overwrites another's is harmless. */
+static __thread const char *cur_op;
+static __thread void *cur_caller;
+
 /* ---- start-up ---------------------------------------------------------------------- */
 
 static unsigned letter_flag(char l)
 {
 	switch (l) {
-	case 'F': case 'f': return DBG_CHECK;
-	case 'Z': case 'z': return DBG_REDZONE;
-	case 'P': case 'p': return DBG_POISON;
-	case 'U': case 'u': return DBG_TRACK;
-	case 'T': case 't': return DBG_TRACE;
-	default: return 0;
+	case 'F':
+	case 'f':
+		return DBG_CHECK;
+	case 'Z':
+	case 'z':
+		return DBG_REDZONE;
+	case 'P':
+	case 'p':
+		return DBG_POISON;
+	case 'U':
+	case 'u':
+		return DBG_TRACK;
+	case 'T':
+	case 't':
+		return DBG_TRACE;
+	default:
+		return 0;
 	}
 }
 
@@ -70,7 +87,8 @@ static void parse_debug(const char *spec, unsigned *flags, const char **list)
 		unsigned f = letter_flag(*p);
 		if (!f) {
 			uslub_message("uslub: USLUB_DEBUG=%s: '%c' is not one of F Z P U T; "
-				      "ignored\n", spec, *p);
+				      "ignored\n",
+				      spec, *p);
 			continue;
 		}
 		*flags |= f;
@@ -92,10 +110,12 @@ static uint64_t splitmix64(uint64_t *x)
 /* The kernel's 16 random bytes for this process (AT_RANDOM), read without allocating. */
 static uint64_t random_seed(void)
 {
-	uint64_t seed = (uintptr_t)&seed;
-	const uint64_t *r = (const uint64_t *)getauxval(AT_RANDOM);
-	if (r)
+	uint64_t seed = (uintptr_t)&seed, r[2];
+	const void *bytes = (const void *)getauxval(AT_RANDOM);
+	if (bytes) {
+		memcpy(r, bytes, sizeof(r)); /* not necessarily aligned */
 		seed ^= r[0] ^ (r[1] << 1);
+	}
 	return seed;
 }
 
@@ -257,8 +277,7 @@ static const unsigned char *first_not(const void *p, size_t n, int val)
 	return NULL;
 }
 
-static void check_redzones(struct uslub_cache *c, struct page_desc *s, void *object,
-			   int val)
+static void check_redzones(struct uslub_cache *c, struct page_desc *s, void *object, int val)
 {
 	char *o = object;
 	mem_open(o - DBG_RZ, DBG_RZ);
@@ -307,33 +326,31 @@ static void set_track(struct dbg_track *t, void *caller)
 	t->cpu = cpu < 0 ? 0 : (uint32_t)cpu;
 }
 
-static void trace(const struct uslub_cache *c, struct page_desc *s, const char *op,
-		  void *object, void *caller)
+static void trace(const struct uslub_cache *c, struct page_desc *s, const char *op, void *object,
+		  void *caller)
 {
 	uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
-	uslub_message("uslub: TRACE %s %s 0x%lx slab=0x%lx inuse=%u caller=0x%lx\n", c->name,
-		      op, (unsigned long)(uintptr_t)object,
-		      (unsigned long)(uintptr_t)page_address(s), w_inuse(w),
-		      (unsigned long)(uintptr_t)caller);
+	uslub_message("uslub: TRACE %s %s 0x%lx slab=0x%lx inuse=%u caller=0x%lx\n", c->name, op,
+		      (unsigned long)(uintptr_t)object, (unsigned long)(uintptr_t)page_address(s),
+		      w_inuse(w), (unsigned long)(uintptr_t)caller);
 }
 
-void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
-		       void *caller)
+void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
 {
+	cur_op = "malloc";
+	cur_caller = caller;
 	if (c->debug & DBG_CHECK)
 		check_slab(c, s, object);
 	struct dbg_meta *m = dbg_meta_of(c, object);
 	mem_open(m, sizeof(*m));
-	uint64_t old = __atomic_exchange_n(&m->state, (uintptr_t)object ^ STATE_ALLOC,
-					   __ATOMIC_RELAXED);
+	uint64_t old =
+	    __atomic_exchange_n(&m->state, (uintptr_t)object ^ STATE_ALLOC, __ATOMIC_RELAXED);
 	if (old != ((uintptr_t)object ^ STATE_FREE))
 		uslub_debug_report(c, s, object,
 				   old == ((uintptr_t)object ^ STATE_ALLOC)
-					   ? "Freelist corrupted: object already allocated"
-					   : "Object metadata overwritten",
+				       ? "Freelist corrupted: object already allocated"
+				       : "Object metadata overwritten",
 				   &m->state);
-	if (c->debug & DBG_TRACK)
-		set_track(&m->track[TRACK_ALLOC], caller);
 	mem_close(m, sizeof(*m));
 	if (c->debug & DBG_POISON)
 		check_poison(c, s, object);
@@ -341,39 +358,52 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 		check_redzones(c, s, object, RED_INACTIVE);
 		fill_redzones(c, object, RED_ACTIVE);
 	}
+	/* After the checks, so a report shows the sites of the object's last life. */
+	if (c->debug & DBG_TRACK) {
+		mem_open(m, sizeof(*m));
+		set_track(&m->track[TRACK_ALLOC], caller);
+		mem_close(m, sizeof(*m));
+	}
+	cur_op = NULL;
 	if (c->debug & DBG_TRACE)
 		trace(c, s, "alloc", object, caller);
 	asan_unpoison(object, c->size);
 	vg_malloclike(object, c->size, DBG_RZ);
 }
 
-void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object,
-		      void *caller)
+void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
 {
+	cur_op = "free";
+	cur_caller = caller;
+	/* memcheck first: a free of what it does not know as a block (a double free) is
+	 * reported with both stacks, before our own report stops the program. */
+	vg_freelike(object, DBG_RZ);
 	if (c->debug & DBG_CHECK)
 		check_slab(c, s, object);
 	struct dbg_meta *m = dbg_meta_of(c, object);
 	mem_open(m, sizeof(*m));
 	/* One exchange, so of two threads freeing the same object one sees the other. */
-	uint64_t old = __atomic_exchange_n(&m->state, (uintptr_t)object ^ STATE_FREE,
-					   __ATOMIC_RELAXED);
+	uint64_t old =
+	    __atomic_exchange_n(&m->state, (uintptr_t)object ^ STATE_FREE, __ATOMIC_RELAXED);
 	if (old != ((uintptr_t)object ^ STATE_ALLOC))
 		uslub_debug_report(c, s, object,
 				   old == ((uintptr_t)object ^ STATE_FREE)
-					   ? "double free"
-					   : "Object metadata overwritten",
+				       ? "double free"
+				       : "Object metadata overwritten",
 				   old == ((uintptr_t)object ^ STATE_FREE) ? NULL : &m->state);
-	if (c->debug & DBG_TRACK)
-		set_track(&m->track[TRACK_FREE], caller);
 	mem_close(m, sizeof(*m));
 	if (c->debug & DBG_REDZONE) {
 		check_redzones(c, s, object, RED_ACTIVE);
 		fill_redzones(c, object, RED_INACTIVE);
 	}
+	if (c->debug & DBG_TRACK) {
+		mem_open(m, sizeof(*m));
+		set_track(&m->track[TRACK_FREE], caller);
+		mem_close(m, sizeof(*m));
+	}
+	cur_op = NULL;
 	if (c->debug & DBG_TRACE)
 		trace(c, s, "free", object, caller);
-	/* memcheck first: it reports a free of what it does not know as a block. */
-	vg_freelike(object, DBG_RZ);
 	if (c->debug & DBG_POISON) {
 		mem_open(object, c->size);
 		fill_poison(c, object);
@@ -453,7 +483,8 @@ void uslub_debug_print_addr(struct uslub_out *o, uintptr_t addr)
 		len += (size_t)r;
 		size_t used = 0;
 		int done = 0;
-		for (char *nl; (nl = memchr(buf + used, '\n', len - used)); used = (size_t)(nl - buf) + 1)
+		for (char *nl; (nl = memchr(buf + used, '\n', len - used));
+		     used = (size_t)(nl - buf) + 1)
 			if (maps_line(o, buf + used, nl, addr)) {
 				done = 1;
 				break;
@@ -468,8 +499,7 @@ void uslub_debug_print_addr(struct uslub_out *o, uintptr_t addr)
 	close(fd);
 }
 
-static void hex_line(struct uslub_out *o, const char *label, const unsigned char *p,
-		     size_t n)
+static void hex_line(struct uslub_out *o, const char *label, const unsigned char *p, size_t n)
 {
 	uslub_printf(o, "%-8s 0x%lx: ", label, (unsigned long)(uintptr_t)p);
 	for (size_t i = 0; i < n; i++)
@@ -477,8 +507,7 @@ static void hex_line(struct uslub_out *o, const char *label, const unsigned char
 	uslub_printf(o, "\n");
 }
 
-static void hex_dump(struct uslub_out *o, const char *label, const unsigned char *p,
-		     size_t n)
+static void hex_dump(struct uslub_out *o, const char *label, const unsigned char *p, size_t n)
 {
 	mem_open((void *)p, n);
 	for (size_t i = 0; i < n; i += 16)
@@ -496,9 +525,8 @@ static void print_track(struct uslub_out *o, const char *what, const struct dbg_
 	uslub_printf(o, " tid=%u cpu=%u\n", t->tid, t->cpu);
 }
 
-__attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c,
-						  struct page_desc *s, void *object,
-						  const char *what, const void *fault)
+__attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, struct page_desc *s,
+						  void *object, const char *what, const void *fault)
 {
 	struct uslub_out o;
 	uslub_out_init(&o, 2);
@@ -525,14 +553,19 @@ __attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c,
 		print_track(&o, "Allocated", &m->track[TRACK_ALLOC]);
 		print_track(&o, "Freed", &m->track[TRACK_FREE]);
 	}
+	if (cur_op) {
+		uslub_printf(&o, "INFO: Found in %s() called from ", cur_op);
+		uslub_debug_print_addr(&o, (uintptr_t)cur_caller);
+		uslub_printf(&o, "\n");
+	}
 	hex_dump(&o, "Redzone", obj - DBG_RZ, DBG_RZ);
 	/* The object around the fault: all of it when small, else 128 bytes. */
 	size_t from = 0, n = c->size;
 	if (n > 128) {
 		size_t at = fault && (const unsigned char *)fault >= obj &&
-					    (const unsigned char *)fault < obj + c->size
-				    ? (size_t)((const unsigned char *)fault - obj)
-				    : 0;
+				    (const unsigned char *)fault < obj + c->size
+				? (size_t)((const unsigned char *)fault - obj)
+				: 0;
 		from = at > 64 ? (at - 64) & ~(size_t)15 : 0;
 		n = from + 128 > c->size ? c->size - from : 128;
 	}

@@ -39,13 +39,13 @@ enum {
 	DBG_ASAN = 0x80,     /* an ASan build: free objects and metadata poisoned */
 };
 
-#define DBG_RZ        16 /* each red zone */
-#define DBG_META      16 /* struct dbg_meta's offset in the slot */
-#define DBG_PAD_MIN   80 /* right red zone + metadata + left red zone */
-#define POISON_FREE   0x6b
-#define POISON_END    0xa5
-#define RED_INACTIVE  0xbb
-#define RED_ACTIVE    0xcc
+#define DBG_RZ	     16 /* each red zone */
+#define DBG_META     16 /* struct dbg_meta's offset in the slot */
+#define DBG_PAD_MIN  80 /* right red zone + metadata + left red zone */
+#define POISON_FREE  0x6b
+#define POISON_END   0xa5
+#define RED_INACTIVE 0xbb
+#define RED_ACTIVE   0xcc
 
 struct dbg_track {
 	uintptr_t addr; /* return address of the caller of malloc or free */
@@ -54,8 +54,8 @@ struct dbg_track {
 };
 
 struct dbg_meta {
-	uintptr_t link;   /* free pointer (obfuscated with DBG_HARDEN) */
-	uint64_t state;   /* object address ^ STATE_ALLOC or STATE_FREE */
+	uintptr_t link;		   /* free pointer (obfuscated with DBG_HARDEN) */
+	uint64_t state;		   /* object address ^ STATE_ALLOC or STATE_FREE */
 	struct dbg_track track[2]; /* TRACK_ALLOC, TRACK_FREE */
 };
 _Static_assert(DBG_META + sizeof(struct dbg_meta) + DBG_RZ <= DBG_PAD_MIN,
@@ -93,19 +93,17 @@ void uslub_debug_slab_discard(const struct uslub_cache *c, struct page_desc *s);
 /* An object leaving the slab for the program, and one coming back: the checks of each
  * flag, then the object's state, tracks and poison; a violation is reported and the
  * program stops. `caller` is the program's return address. */
-void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
-		       void *caller);
-void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object,
-		      void *caller);
+void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
+void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
 
 /* Is this debug object's state "free"? For the consistency walker. */
 bool uslub_debug_is_free(const struct uslub_cache *c, void *object);
 
 /* The kernel-style report: the cache, what was found, the object's bytes around `fault`
  * (NULL: the object's start), its alloc and free sites; then abort. */
-__attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c,
-						  struct page_desc *s, void *object,
-						  const char *what, const void *fault);
+__attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, struct page_desc *s,
+						  void *object, const char *what,
+						  const void *fault);
 
 /* Writes "ADDR (module+0xOFF)" for a code address, reading /proc/self/maps without
  * allocating, so `addr2line -e module 0xOFF` names the line. For reports and tests. */

@@ -49,6 +49,8 @@ enum page_kind {
 #define PF_COLD       0x1
 /* Slab flag: on its node's partial list. */
 #define PF_ON_PARTIAL 0x2
+/* Large-block flag: freed, waiting in its thread's cache for reuse. */
+#define PF_CACHED     0x8
 
 struct uslub_thread;
 
@@ -143,6 +145,7 @@ struct uslub_node {
 	struct region *regions;            /* newest first; growth takes from the newest */
 	uint64_t free_pages;
 	uint64_t warm_free_pages;          /* free and probably resident */
+	uint16_t epoch;                    /* release decay: bumped at each timed release */
 	/* counters, under lock */
 	uint64_t grows;
 	uint64_t nowait_misses;            /* high-order tries that found nothing at hand */
@@ -158,7 +161,14 @@ struct uslub_node {
 	uint64_t local_partial_hits;       /* get_partial served by the local list */
 };
 
-extern struct uslub_node uslub_nodes[MAX_NODES];
+/* Each node has two page allocators ("zones"): slots [0, MAX_NODES) serve slabs, thread
+ * state and the page caches, slots [MAX_NODES, 2 * MAX_NODES) large blocks. Kept apart, a
+ * freed large block is not split up by slab pages before it can be reused or merged -
+ * measured on the stress workload, sharing one allocator grew the heap to 7x its live
+ * size and sent gigabytes back to the OS and in again. A region belongs to one zone. */
+#define LARGE_ZONE(node) ((node) + MAX_NODES)
+#define NR_ZONES         (2 * MAX_NODES)
+extern struct uslub_node uslub_nodes[NR_ZONES];
 extern unsigned uslub_nr_nodes; /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
 extern _Atomic uint64_t uslub_mapped_bytes;  /* from the OS, resident or not */
 extern _Atomic uint64_t uslub_peak_mapped;
@@ -251,6 +261,8 @@ struct cache_cpu {
 _Static_assert(sizeof(struct cache_cpu) == 256, "cache_cpu is 256 bytes");
 
 #define PCP_HIGH  64 /* order-0 pages a thread keeps */
+#define LCACHE_PAGES 16 /* large blocks up to 64 KiB are cached per thread ... */
+#define LCACHE_DEPTH 4  /* ... four of each size */
 #define PCP_BATCH 16 /* moved at once to and from the buddy */
 
 struct uslub_thread {
@@ -260,6 +272,10 @@ struct uslub_thread {
 	unsigned pcp_count;
 	struct page_desc *pcp[PCP_HIGH];
 	uint64_t large_allocs, large_frees;
+	/* Freed large blocks of up to LCACHE_PAGES pages, by size, kept for reuse without the
+	 * node lock or fresh page faults (the role of tcache for glibc's small chunks). */
+	uint8_t lcache_count[LCACHE_PAGES + 1];
+	struct page_desc *lcache[LCACHE_PAGES + 1][LCACHE_DEPTH];
 	int state;                         /* THREAD_* */
 };
 
@@ -296,6 +312,8 @@ void *uslub_slab_object_start(struct page_desc *s, const void *p);
 #define HUGE_THRESHOLD MAX_BLOCK
 void *uslub_large_alloc(size_t size, size_t align, bool zero);
 void uslub_large_free(struct page_desc *d, void *p);
+/* Give a thread's cached large blocks back to the page allocator (exit, malloc_trim). */
+void uslub_large_cache_drain(struct uslub_thread *t);
 size_t uslub_large_usable(struct page_desc *d);
 void *uslub_large_realloc(struct page_desc *d, void *p, size_t size);
 void *uslub_huge_alloc(size_t size, size_t align);

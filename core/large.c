@@ -44,7 +44,17 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		return uslub_huge_alloc(size, align);
 
 	struct uslub_thread *t = uslub_tls_thread;
-	struct page_desc *d = uslub_pages_alloc(t->node, order, 0);
+	if (npages <= LCACHE_PAGES && align_order == 0 && t->state == THREAD_LIVE &&
+	    t->lcache_count[npages]) {
+		struct page_desc *d = t->lcache[npages][--t->lcache_count[npages]];
+		d->flags = 0;
+		atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
+		void *p = page_address(d);
+		if (zero)
+			memset(p, 0, size);
+		return p;
+	}
+	struct page_desc *d = uslub_pages_alloc(LARGE_ZONE(t->node), order, 0);
 	if (!d) {
 		errno = ENOMEM;
 		return NULL;
@@ -71,10 +81,31 @@ void uslub_large_free(struct page_desc *d, void *p)
 {
 	if (p != page_address(d))
 		uslub_report_bad_free("invalid pointer", "free", p, NULL);
+	if (d->flags & PF_CACHED)
+		uslub_report_bad_free("double free", "free", p, NULL);
 	size_t npages = d->objects;
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
+	struct uslub_thread *t = uslub_tls_thread;
+	if (npages <= LCACHE_PAGES && t->state == THREAD_LIVE &&
+	    t->lcache_count[npages] < LCACHE_DEPTH) {
+		d->flags = PF_CACHED;
+		t->lcache[npages][t->lcache_count[npages]++] = d;
+		return;
+	}
 	d->kind = PAGE_UNUSED;
 	uslub_pages_free_range(d, npages);
+}
+
+void uslub_large_cache_drain(struct uslub_thread *t)
+{
+	for (unsigned n = 1; n <= LCACHE_PAGES; n++) {
+		while (t->lcache_count[n]) {
+			struct page_desc *d = t->lcache[n][--t->lcache_count[n]];
+			d->flags = 0;
+			d->kind = PAGE_UNUSED;
+			uslub_pages_free_range(d, n);
+		}
+	}
 }
 
 size_t uslub_large_usable(struct page_desc *d)

@@ -172,30 +172,45 @@ static unsigned gcd(unsigned a, unsigned b)
 
 /* CONFIG_SLAB_FREELIST_RANDOM, without a table: objects are threaded in the order
  * start, start + step, ... (mod objects), start and step (coprime with the count) drawn
- * at random per slab, so which object follows which is not known in advance. It costs
- * the new slab a few instructions per object and the fast path nothing. */
-static void thread_freelist(struct uslub_cache *c, char *first, unsigned objects, void **head)
+ * at random per slab, so which object follows which is not known in advance. That is
+ * weaker than the kernel's shuffled sequence (the order is an arithmetic progression),
+ * but needs no memory, costs the new slab one compare per object and the fast path
+ * nothing. Returns the list's head. */
+static void *thread_freelist(struct uslub_cache *c, char *first, unsigned objects)
 {
-	unsigned start = 0, step = 1;
+	size_t step = 1, start = 0;
 	if (uslub_config.harden != USLUB_HARDEN_OFF && objects > 2) {
 		uint64_t r = uslub_debug_random();
 		start = (unsigned)(r % objects);
 		step = 1 + (unsigned)((r >> 32) % (objects - 1));
-		while (gcd(step, objects) != 1)
+		while (gcd((unsigned)step, objects) != 1)
 			step = step + 1 == objects ? 1 : step + 1;
 	}
-	unsigned idx = start;
-	char *p = first + (size_t)idx * c->stride;
-	*head = p;
-	for (unsigned i = 0; i + 1 < objects; i++) {
-		idx += step;
-		if (idx >= objects)
-			idx -= objects;
-		char *q = first + (size_t)idx * c->stride;
-		set_next(c, p, q);
-		p = q;
+	size_t span = (size_t)objects * c->stride, delta = step * c->stride;
+	char *end = first + span, *head = first + start * c->stride, *p = head;
+	if (unlikely(c->debug)) {
+		for (unsigned i = 0; i + 1 < objects; i++) {
+			char *q = p + delta >= end ? p + delta - span : p + delta;
+			uslub_debug_set_next(c, p, q);
+			p = q;
+		}
+		uslub_debug_set_next(c, p, NULL);
+		return head;
 	}
-	set_next(c, p, NULL);
+	if (step == 1 && start == 0) {
+		for (; p + delta < end; p += delta)
+			*(void **)p = p + delta;
+	} else {
+		/* The walk ends at the object one step before the head. */
+		char *last = first + (start + objects - step) % objects * c->stride;
+		while (p != last) {
+			char *q = p + delta >= end ? p + delta - span : p + delta;
+			*(void **)p = q;
+			p = q;
+		}
+	}
+	*(void **)p = NULL;
+	return head;
 }
 
 static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned order,
@@ -213,7 +228,9 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 	s->local_count = 0;
 	s->next = NULL;
 	atomic_store_explicit(&s->word, w_make(0, objects, W_FROZEN), memory_order_relaxed);
-	s->kind = PAGE_SLAB;
+	/* The page allocator reads a neighbour's kind under its own lock when it merges
+	 * buddies, so kind changes made outside that lock are atomic stores. */
+	__atomic_store_n(&s->kind, PAGE_SLAB, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->head, s, __ATOMIC_RELEASE);
 
@@ -221,14 +238,14 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 	if (unlikely(c->debug))
 		for (unsigned i = 0; i < objects; i++)
 			uslub_debug_init_object(c, first + (size_t)i * c->stride);
-	void *head;
-	thread_freelist(c, first, objects, &head);
+	void *head = thread_freelist(c, first, objects);
 	if (unlikely(c->debug))
 		uslub_debug_slab_ready(c, s);
 
 	atomic_fetch_add(&c->nr_slabs, 1);
 	atomic_fetch_add(&c->nr_slabs_by_order[order], 1);
 	atomic_fetch_add(&c->total_objects, objects);
+	atomic_fetch_add(&uslub_slab_bytes, USLUB_PAGE_SIZE << order);
 	return head;
 }
 
@@ -271,6 +288,7 @@ static void discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslu
 	atomic_fetch_sub(&c->nr_slabs, 1);
 	atomic_fetch_sub(&c->nr_slabs_by_order[order], 1);
 	atomic_fetch_sub(&c->total_objects, s->objects);
+	atomic_fetch_sub(&uslub_slab_bytes, USLUB_PAGE_SIZE << order);
 	atomic_store_explicit(&s->word, 0, memory_order_relaxed);
 	s->local_free = NULL;
 	s->local_count = 0;
@@ -278,7 +296,7 @@ static void discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslu
 	stat_shared(t, c->cls, USLUB_STAT_FREE_SLAB);
 	if (unlikely(c->debug))
 		uslub_debug_slab_discard(c, s);
-	s->kind = PAGE_UNUSED;
+	__atomic_store_n(&s->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	if (order == 0 && (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN)) {
 		uslub_pcp_free(t, s);
 	} else {
@@ -293,14 +311,15 @@ static void add_partial(struct cache_node *n, struct page_desc *s, bool tail)
 	else
 		cds_list_add(&s->list, &n->partial);
 	s->flags |= PF_ON_PARTIAL;
-	n->nr_partial++;
+	/* Under list_lock, but get_partial_node peeks at it without: an atomic store. */
+	__atomic_store_n(&n->nr_partial, n->nr_partial + 1, __ATOMIC_RELAXED);
 }
 
 static void remove_partial(struct cache_node *n, struct page_desc *s)
 {
 	cds_list_del(&s->list);
 	s->flags &= (uint8_t)~PF_ON_PARTIAL;
-	n->nr_partial--;
+	__atomic_store_n(&n->nr_partial, n->nr_partial - 1, __ATOMIC_RELAXED);
 }
 
 /* The owner's free objects of a frozen slab: its local list, else its remote list. */
@@ -377,9 +396,11 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 			head = remote;
 		}
 		new = w_make(encode(head, base), inuse, 0);
+		/* acq_rel: the remote frees this folds in happened before the owner lets
+		 * go, and whoever takes the slab next sees our writes. */
 		if (atomic_compare_exchange_strong_explicit(&s->word, &old, new,
-							    memory_order_release,
-							    memory_order_relaxed))
+							    memory_order_acq_rel,
+							    memory_order_acquire))
 			break;
 	}
 	if (!locked) {
@@ -676,8 +697,12 @@ static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p
 				continue;
 			}
 		}
+		/* acq_rel: release publishes p's link; acquire makes a thread that freezes
+		 * the slab here see what its previous owner wrote into the descriptor
+		 * (local list, partial link) before letting it go. On x86 it is the same
+		 * instruction. */
 		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new,
-							  memory_order_release,
+							  memory_order_acq_rel,
 							  memory_order_relaxed))
 			break;
 		stat_shared(t, c->cls, USLUB_STAT_CMPXCHG_DOUBLE_FAIL);
@@ -828,8 +853,13 @@ bool uslub_slab_is_valid(struct page_desc *s, const char **why)
 		*why = "Local freelist count wrong";
 		return false;
 	}
-	if (local + remote > (long)w_inuse(w)) {
-		*why = "Free lists hold more than the slab's inuse";
+	/* The word counts the remote list's objects as free, the local list's as held. */
+	if (remote != (long)(s->objects - w_inuse(w))) {
+		*why = "Slab inuse does not match its remote freelist";
+		return false;
+	}
+	if (local > (long)w_inuse(w)) {
+		*why = "Local freelist longer than the slab's inuse";
 		return false;
 	}
 	return true;

@@ -52,24 +52,14 @@ static unsigned nr_nodes(void)
 
 /* Bytes in slabs, from the caches' per-order counts: called when a slab is made, so the
  * peak needs no counter of its own on the slab paths. */
-static uint64_t slab_bytes_now(void)
-{
-	uint64_t bytes = 0;
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned o = 0; o < NORDERS; o++)
-			bytes += atomic_load_explicit(&uslub_caches[i].nr_slabs_by_order[o],
-						      memory_order_relaxed)
-				 << (USLUB_PAGE_SHIFT + o);
-	return bytes;
-}
-
 /* The peak of memory in use is kept at slab granularity (pages in slabs, large and huge
  * blocks): objects are counted on the fast path only per thread, so a peak of them
  * cannot be taken without work there. */
 void uslub_note_in_use(void)
 {
-	uint64_t slabs = slab_bytes_now();
-	atomic_store_explicit(&uslub_slab_bytes, slabs, memory_order_relaxed);
+	/* uslub_slab_bytes moves with each slab made or discarded (slab.c): one load here,
+	 * not a walk over every cache, on a path every large allocation takes. */
+	uint64_t slabs = atomic_load_explicit(&uslub_slab_bytes, memory_order_relaxed);
 	uint64_t now = slabs + atomic_load(&uslub_large_bytes) + atomic_load(&uslub_huge_bytes);
 	uint64_t peak = atomic_load(&uslub_peak_in_use);
 	while (now > peak && !atomic_compare_exchange_weak(&uslub_peak_in_use, &peak, now))
@@ -208,17 +198,19 @@ static void take_snap(struct snap *s, bool with_smaps)
 	}
 	for (unsigned n = 0; n < nn; n++) {
 		struct uslub_node *un = &uslub_nodes[n];
+		/* The node's large-block zone adds to its page figures. */
+		struct uslub_node *lz = &uslub_nodes[LARGE_ZONE(n)];
 		struct node_snap *ns = &s->n[n];
 		for (unsigned o = 0; o < NORDERS; o++)
-			ns->free_blocks[o] = load(&un->nr_free[o]);
-		ns->free_pages = load(&un->free_pages);
-		ns->warm_free_pages = load(&un->warm_free_pages);
-		ns->grows = load(&un->grows);
+			ns->free_blocks[o] = load(&un->nr_free[o]) + load(&lz->nr_free[o]);
+		ns->free_pages = load(&un->free_pages) + load(&lz->free_pages);
+		ns->warm_free_pages = load(&un->warm_free_pages) + load(&lz->warm_free_pages);
+		ns->grows = load(&un->grows) + load(&lz->grows);
 		ns->nowait_misses = load(&un->nowait_misses);
-		ns->released = load(&un->released_bytes);
-		ns->release_calls = load(&un->release_calls);
-		ns->regions = load(&un->region_count);
-		ns->reclaims = load(&un->reclaims);
+		ns->released = load(&un->released_bytes) + load(&lz->released_bytes);
+		ns->release_calls = load(&un->release_calls) + load(&lz->release_calls);
+		ns->regions = load(&un->region_count) + load(&lz->region_count);
+		ns->reclaims = load(&un->reclaims) + load(&lz->reclaims);
 		ns->any_partial_calls = load(&un->any_partial_calls);
 		ns->any_partial_tried = load(&un->any_partial_tried);
 		ns->remote_slabs = load(&un->remote_slabs);
@@ -456,10 +448,12 @@ static void print_json(struct sink *o, const struct snap *s)
 	emit(o,
 	     " \"config\": {\"min_order\": %u, \"max_order\": %u, \"min_objects\": %u, "
 	     "\"high_order\": \"%s\", \"mem_limit\": %lu, \"stats_enabled\": %s, "
-	     "\"page_size\": %lu, \"max_page_order\": %u, \"nodes\": %u},\n",
+	     "\"page_size\": %lu, \"max_page_order\": %u, \"nodes\": %u, \"background\": %u, "
+	     "\"numa\": \"%s\", \"stats\": %u, \"stats_file\": \"%s\"},\n",
 	     cf->min_order, cf->max_order, cf->min_objects, cf->high_order_wait ? "wait" : "nowait",
 	     (uint64_t)cf->mem_limit, USLUB_STATS_ENABLED ? "true" : "false",
-	     (uint64_t)USLUB_PAGE_SIZE, (unsigned)USLUB_MAX_ORDER, nn);
+	     (uint64_t)USLUB_PAGE_SIZE, (unsigned)USLUB_MAX_ORDER, nn, cf->background,
+	     cf->numa[0] ? cf->numa : "auto", cf->stats, cf->stats_file);
 	emit(o,
 	     " \"totals\": {\"mapped\": %lu, \"peak_mapped\": %lu, \"in_use\": %lu, "
 	     "\"peak_in_use\": %lu, \"slab_bytes\": %lu, \"large_bytes\": %lu, \"huge\": %lu, "

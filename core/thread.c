@@ -172,6 +172,7 @@ static void thread_exit(void *arg)
 	if (!t || t->state != THREAD_LIVE)
 		return;
 	uslub_thread_flush(t);
+	uslub_large_cache_drain(t);
 	uslub_tls_thread = &dead_thread;
 	t->state = THREAD_DEAD;
 	uslub_stats_fold(t);
