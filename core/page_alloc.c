@@ -296,7 +296,11 @@ static size_t release_blocks(unsigned node, uint64_t keep, bool only_old);
 
 uint64_t uslub_release_threshold(void)
 {
-	return uslub_trim_threshold;
+	/* A quarter of the heap, at least M_TRIM_THRESHOLD: a program whose live set swings
+	 * by hundreds of MiB would otherwise hand memory back on every swing (measured: 30 GB
+	 * returned and faulted in again by a 3-second realloc workload at a fixed 32 MiB). */
+	uint64_t quarter = atomic_load_explicit(&uslub_mapped_bytes, memory_order_relaxed) / 4;
+	return quarter > uslub_trim_threshold ? quarter : uslub_trim_threshold;
 }
 
 static uint64_t now_ms(void)
@@ -308,7 +312,8 @@ static uint64_t now_ms(void)
 
 /* Past the threshold, at most once a second, the blocks that have stayed free for a whole
  * epoch (one to two seconds) go back - the decay jemalloc applies to dirty pages, coarse.
- * Past four times the threshold, the excess goes back at once, newest or not. */
+ * Past four times the threshold, the excess goes back at once, newest or not. (Measured:
+ * a bound at twice the threshold made a realloc-heavy workload eight times slower.) */
 static void maybe_release(struct uslub_node *n)
 {
 	uint64_t threshold = uslub_release_threshold();
