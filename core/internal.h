@@ -180,8 +180,12 @@ enum {
 	GFP_COLD = 0x8,    /* prefer a cold block (the replenisher, which warms it) */
 	GFP_RECLAIM = 0x10, /* wait mode's high-order request (reclaims at the cap, as all
 			     * blocking requests do) */
-	/* The high-order try: a block that is free, warm and at hand, or nothing. */
-	GFP_NOWAIT = GFP_TRYLOCK | GFP_NOGROW | GFP_WARM,
+	/* The high-order try: a block already free and at hand (a warm one first), or
+	 * nothing - no lock wait, no growing, no reclaim. A cold block costs a page fault
+	 * per page when first touched, as the minimum-order slab taken instead would: that
+	 * is not the cost the kernel's lesson is about. GFP_WARM is kept for callers that
+	 * want to avoid even that. */
+	GFP_NOWAIT = GFP_TRYLOCK | GFP_NOGROW,
 };
 
 /* 2^order pages from node's buddy; NULL with errno ENOMEM when there is none. */
