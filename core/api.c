@@ -261,9 +261,10 @@ struct mallinfo2 uslub_mallinfo2_impl(void)
 	mi.usmblks = t.peak_mapped;
 	for (unsigned n = 0; n < uslub_nr_nodes; n++)
 		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
-			mi.ordblks += __atomic_load_n(&uslub_nodes[n].nr_free[o], __ATOMIC_RELAXED) +
-				      __atomic_load_n(&uslub_nodes[LARGE_ZONE(n)].nr_free[o],
-						      __ATOMIC_RELAXED);
+			mi.ordblks +=
+			    __atomic_load_n(&uslub_nodes[n].nr_free[o], __ATOMIC_RELAXED) +
+			    __atomic_load_n(&uslub_nodes[LARGE_ZONE(n)].nr_free[o],
+					    __ATOMIC_RELAXED);
 	return mi;
 }
 

@@ -250,7 +250,7 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 				    page_address(d), d->kind, k, (void *)d[k].head, d[k].kind);
 		if (d->kind == PAGE_SLAB) {
 			out->slab_pages += len;
-			check_slab(w, d, nid);
+			check_slab(w, d, nid % MAX_NODES);
 		} else if (d->kind == PAGE_LARGE && (d->flags & PF_CACHED)) {
 			/* Freed, waiting in a thread's large-block cache: free, not live. */
 			out->cached_large_pages += len;
@@ -403,7 +403,7 @@ static void check_caches(struct walk *w, unsigned nr_nodes)
 				if (s->kind != PAGE_SLAB || s->cls != i ||
 				    !(s->flags & PF_ON_PARTIAL) ||
 				    (atomic_load(&s->word) & W_FROZEN) ||
-				    region_of(s)->node != &uslub_nodes[nid])
+				    (unsigned)(region_of(s)->node - uslub_nodes) % MAX_NODES != nid)
 					bad(w,
 					    "%s node %u: partial list entry %p is not a partial "
 					    "slab of this cache and node",

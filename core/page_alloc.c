@@ -210,6 +210,45 @@ static struct page_desc *find_block(struct uslub_node *n, unsigned order, unsign
 	return NULL;
 }
 
+/* Take block d out of zone n's lists, giving back what lies beyond `order`; the lock is
+ * held and dropped here. */
+static struct page_desc *take_block(struct uslub_node *n, struct page_desc *d, unsigned order)
+{
+	unsigned o = d->order;
+	unsigned flags = d->flags;
+	list_remove(n, d);
+	while (o > order) {
+		o--;
+		list_insert(n, d + (1UL << o), o, flags);
+	}
+	if (flags & PF_RELEASED) {
+		/* The halves split off above stay uncounted; only this block returns. */
+		mapped_add(block_bytes(order));
+	}
+	pthread_mutex_unlock(&n->lock);
+	d->flags = (uint8_t)(flags & PF_COLD);
+	d->order = (uint8_t)order;
+	return d;
+}
+
+/* Before the large-block zone grows the heap, it borrows a free block from the node's slab
+ * zone (the block stays in its region, and goes back to that zone when freed). Only this
+ * way round: slab pages borrowed into the large zone's regions would split its free blocks
+ * again (measured: 5x glibc's resident memory on the stress workload), while a large block
+ * in a slab region leaves gaps that slabs fill. */
+static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
+{
+	unsigned other = node - MAX_NODES;
+	struct uslub_node *o = &uslub_nodes[other];
+	pthread_mutex_lock(&o->lock);
+	struct page_desc *d = find_block(o, order, gfp);
+	if (!d) {
+		pthread_mutex_unlock(&o->lock);
+		return NULL;
+	}
+	return take_block(o, d, order);
+}
+
 struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 {
 	struct uslub_node *n = &uslub_nodes[node];
@@ -222,12 +261,22 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		pthread_mutex_lock(&n->lock);
 	}
 	struct page_desc *d;
-	bool reclaimed = false;
+	bool reclaimed = false, borrowed = false;
 	while (!(d = find_block(n, order, gfp))) {
 		if (gfp & GFP_NOGROW) {
 			n->nowait_misses++;
 			pthread_mutex_unlock(&n->lock);
 			return NULL;
+		}
+		if (!borrowed && node >= MAX_NODES) {
+			/* One zone's lock at a time: no order between the two to keep. */
+			pthread_mutex_unlock(&n->lock);
+			d = borrow(node, order, gfp);
+			if (d)
+				return d;
+			pthread_mutex_lock(&n->lock);
+			borrowed = true;
+			continue;
 		}
 		if (grow(n, order) == 0)
 			continue;
@@ -246,22 +295,9 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		uslub_pages_release(LARGE_ZONE(node % MAX_NODES), 0);
 		pthread_mutex_lock(&n->lock);
 		reclaimed = true;
+		borrowed = false;
 	}
-	unsigned o = d->order;
-	unsigned flags = d->flags;
-	list_remove(n, d);
-	while (o > order) {
-		o--;
-		list_insert(n, d + (1UL << o), o, flags);
-	}
-	if (flags & PF_RELEASED) {
-		/* The halves split off above stay uncounted; only this block returns. */
-		mapped_add(block_bytes(order));
-	}
-	pthread_mutex_unlock(&n->lock);
-	d->flags = (uint8_t)(flags & PF_COLD);
-	d->order = (uint8_t)order;
-	return d;
+	return take_block(n, d, order);
 }
 
 static void clear_tails(struct page_desc *d, size_t npages)
@@ -326,7 +362,8 @@ static void maybe_release(struct uslub_node *n)
 		return;
 	}
 	uint64_t now = now_ms(), last = atomic_load(&last_release_ms[node]);
-	if (now - last < 1000 || !atomic_compare_exchange_strong(&last_release_ms[node], &last, now))
+	if (now - last < 1000 ||
+	    !atomic_compare_exchange_strong(&last_release_ms[node], &last, now))
 		return;
 	release_blocks(node, (threshold / 2) >> USLUB_PAGE_SHIFT, true);
 	pthread_mutex_lock(&n->lock);

@@ -88,7 +88,8 @@ void *uslub_slab_next_free(const struct uslub_cache *c, void *object)
 
 static inline unsigned slab_nid(struct page_desc *s)
 {
-	return (unsigned)(region_of(s)->node - uslub_nodes);
+	/* A slab may sit in a region of its node's large-block zone (borrowed pages). */
+	return (unsigned)(region_of(s)->node - uslub_nodes) % MAX_NODES;
 }
 
 /* A slab belongs to the node of its region, whichever thread frees into it. */

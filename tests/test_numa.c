@@ -51,7 +51,7 @@ static struct uslub_cache *cache_of(size_t size)
 
 static unsigned node_of(void *p)
 {
-	return (unsigned)(region_of(p)->node - uslub_nodes);
+	return (unsigned)(region_of(p)->node - uslub_nodes) % MAX_NODES;
 }
 
 /* Leaves partial slabs of `size` on `node`'s list: a thread there allocates whole

@@ -466,6 +466,7 @@ def plot(ws, allocs, results, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     names = [a for a, _ in allocs]
     fig, axes = plt.subplots(2, 1, figsize=(14, 8.5), sharex=True)
@@ -489,7 +490,13 @@ def plot(ws, allocs, results, path):
             ax.bar(xs, ys, width, yerr=[lo, hi], capsize=1.5, label=a,
                    color=colours[i % len(colours)], error_kw={"elinewidth": 0.7})
         ax.axhline(1.0, color="black", linewidth=0.6)
-        ax.set_ylabel(label)
+        # one pathological ratio (30x) would flatten every other bar on a linear axis
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.FixedLocator(
+            [0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 50, 100]))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: "%g" % v))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_ylabel(label + ", log scale")
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(ncol=len(names), loc="upper left", fontsize=9)
     axes[1].set_xticks(range(len(ws)))
