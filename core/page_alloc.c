@@ -25,6 +25,11 @@
 /* Flag of a free block whose pages are not counted in uslub_mapped_bytes. */
 #define PF_RELEASED 0x4
 
+/* What release_blocks hands back: warm blocks, warm blocks free for a whole epoch, or
+ * every block not handed back yet (fresh ones included). */
+enum release_mode { RELEASE_ANY, RELEASE_OLD, RELEASE_ALL };
+static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mode);
+
 struct region *uslub_region_table[REGION_SLOTS];
 struct uslub_node uslub_nodes[NR_ZONES];
 _Atomic uint64_t uslub_mapped_bytes;
@@ -235,10 +240,11 @@ static struct page_desc *take_block(struct uslub_node *n, struct page_desc *d, u
  * zone (the block stays in its region, and goes back to that zone when freed). Only this
  * way round: slab pages borrowed into the large zone's regions would split its free blocks
  * again (measured: 5x glibc's resident memory on the stress workload), while a large block
- * in a slab region leaves gaps that slabs fill. */
+ * in a slab region leaves gaps that slabs fill. The slab zone borrows only when it cannot
+ * grow (at the memory cap). */
 static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
 {
-	unsigned other = node - MAX_NODES;
+	unsigned other = node < MAX_NODES ? LARGE_ZONE(node) : node - MAX_NODES;
 	struct uslub_node *o = &uslub_nodes[other];
 	pthread_mutex_lock(&o->lock);
 	struct page_desc *d = find_block(o, order, gfp);
@@ -280,6 +286,16 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		}
 		if (grow(n, order) == 0)
 			continue;
+		if (!borrowed) {
+			/* At the cap the slab zone borrows too: memory beats tidiness. */
+			pthread_mutex_unlock(&n->lock);
+			d = borrow(node, order, gfp);
+			if (d)
+				return d;
+			pthread_mutex_lock(&n->lock);
+			borrowed = true;
+			continue;
+		}
 		if (reclaimed || !uslub_config.mem_limit) {
 			pthread_mutex_unlock(&n->lock);
 			errno = ENOMEM;
@@ -291,8 +307,8 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		 * never does. */
 		n->reclaims++;
 		pthread_mutex_unlock(&n->lock);
-		uslub_pages_release(node % MAX_NODES, 0);
-		uslub_pages_release(LARGE_ZONE(node % MAX_NODES), 0);
+		release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
+		release_blocks(LARGE_ZONE(node % MAX_NODES), 0, RELEASE_ALL);
 		pthread_mutex_lock(&n->lock);
 		reclaimed = true;
 		borrowed = false;
@@ -328,7 +344,6 @@ static void free_range_locked(struct uslub_node *n, struct page_desc *d, size_t 
  * moment later (measured: 8 GB returned and refaulted in a 5-second stress run).
  * malloc_trim hands back everything, at once. */
 static _Atomic uint64_t last_release_ms[NR_ZONES];
-static size_t release_blocks(unsigned node, uint64_t keep, bool only_old);
 
 uint64_t uslub_release_threshold(void)
 {
@@ -358,14 +373,14 @@ static void maybe_release(struct uslub_node *n)
 		return;
 	unsigned node = (unsigned)(n - uslub_nodes);
 	if (warm > 4 * threshold) {
-		release_blocks(node, (2 * threshold) >> USLUB_PAGE_SHIFT, false);
+		release_blocks(node, (2 * threshold) >> USLUB_PAGE_SHIFT, RELEASE_ANY);
 		return;
 	}
 	uint64_t now = now_ms(), last = atomic_load(&last_release_ms[node]);
 	if (now - last < 1000 ||
 	    !atomic_compare_exchange_strong(&last_release_ms[node], &last, now))
 		return;
-	release_blocks(node, (threshold / 2) >> USLUB_PAGE_SHIFT, true);
+	release_blocks(node, (threshold / 2) >> USLUB_PAGE_SHIFT, RELEASE_OLD);
 	pthread_mutex_lock(&n->lock);
 	n->epoch++;
 	pthread_mutex_unlock(&n->lock);
@@ -450,12 +465,12 @@ static void release_descriptors(struct page_desc *d, unsigned order)
 
 size_t uslub_pages_release(unsigned node, uint64_t keep)
 {
-	return release_blocks(node, keep, false);
+	return release_blocks(node, keep, RELEASE_ANY);
 }
 
 /* Hand warm free blocks back until at most `keep` warm pages stay; with only_old, just
  * those that have been free since before the current epoch began. */
-static size_t release_blocks(unsigned node, uint64_t keep, bool only_old)
+static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mode)
 {
 	struct uslub_node *n = &uslub_nodes[node];
 	struct page_desc *batch = NULL;
@@ -463,15 +478,21 @@ static size_t release_blocks(unsigned node, uint64_t keep, bool only_old)
 
 	pthread_mutex_lock(&n->lock);
 	uint16_t epoch = n->epoch;
-	for (int o = USLUB_MAX_ORDER; o >= 0 && n->warm_free_pages > keep; o--) {
+	for (int o = USLUB_MAX_ORDER; o >= 0 && (mode == RELEASE_ALL || n->warm_free_pages > keep);
+	     o--) {
 		struct page_desc *d, *tmp;
 		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list)
 		{
-			if (d->flags & PF_COLD)
-				break; /* cold ones are at the tail */
-			if (n->warm_free_pages <= keep)
+			if (d->flags & PF_RELEASED)
+				continue;
+			/* Cold blocks trail the list. Never-touched ones count against the cap
+			 * all the same: RELEASE_ALL (reclaim at the cap) hands them back too,
+			 * which costs the kernel nothing to undo. */
+			if ((d->flags & PF_COLD) && mode != RELEASE_ALL)
 				break;
-			if (only_old && d->objects == epoch)
+			if (mode != RELEASE_ALL && n->warm_free_pages <= keep)
+				break;
+			if (mode == RELEASE_OLD && d->objects == epoch)
 				continue;
 			list_remove(n, d);
 			d->order = (uint8_t)o;
@@ -490,7 +511,7 @@ static size_t release_blocks(unsigned node, uint64_t keep, bool only_old)
 			released += bytes;
 			release_descriptors(d, d->order);
 		} else {
-			d->flags = 0;
+			d->flags &= PF_COLD; /* as it was: still counted, still in place */
 		}
 	}
 	if (!done)

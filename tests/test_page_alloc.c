@@ -138,17 +138,28 @@ static void os_failure(void)
 {
 	/* Exhaust what is free, then make the OS refuse: allocation fails with ENOMEM and
 	 * nothing breaks; it works again once the OS does. */
-	enum { N = 64 };
-	struct page_desc *held[N];
+	enum { N = 4096 };
+	static struct page_desc *held[N];
+	static unsigned zone_of[N], order_of[N];
 	int n = 0;
-	while (n < N && uslub_nodes[0].free_pages)
-		held[n++] = uslub_pages_alloc(0, USLUB_MAX_ORDER, GFP_TRYLOCK | GFP_NOGROW);
-	while (n > 0 && !held[n - 1])
-		n--;
+	/* Every free block of both zones of node 0: the slab zone borrows from the large
+	 * one before it gives up. */
+	for (unsigned z = 0; z < 2; z++) {
+		unsigned zone = z ? LARGE_ZONE(0) : 0;
+		for (int o = USLUB_MAX_ORDER; o >= 0; o--) {
+			struct page_desc *d;
+			while (n < N && (d = uslub_pages_alloc(zone, (unsigned)o,
+							       GFP_TRYLOCK | GFP_NOGROW))) {
+				zone_of[n] = zone;
+				order_of[n] = (unsigned)o;
+				held[n++] = d;
+			}
+		}
+	}
 	struct region *r = uslub_nodes[0].regions;
 	size_t keep = r->grown;
 	r->grown = REGION_PAGES; /* region full: growing needs a new one from the OS */
-	uslub_os_fail(0, 1);
+	uslub_os_fail(0, 10);	 /* the slab zone tries to grow twice: before and after borrowing */
 	errno = 0;
 	struct page_desc *d = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
 	uslub_os_fail(0, 0);
@@ -159,9 +170,11 @@ static void os_failure(void)
 	if (d)
 		uslub_pages_free(d, USLUB_MAX_ORDER);
 	r->grown = keep;
-	while (n > 0)
-		if (held[--n])
-			uslub_pages_free(held[n], USLUB_MAX_ORDER);
+	while (n > 0) {
+		n--;
+		uslub_pages_free(held[n], order_of[n]);
+	}
+	(void)zone_of;
 	EXPECT(uslub_pages_check(0) == 0, "at the end");
 }
 
