@@ -26,45 +26,45 @@
  * finds it in a flat table and `p & REGION_MASK` its page. The region's first 4 MiB hold
  * one 64-byte descriptor per page (the kernel's vmemmap); the descriptors of those first
  * pages are never used, so the region's own header sits there. */
-#define REGION_SHIFT   28
-#define REGION_SIZE    (1UL << REGION_SHIFT)
-#define REGION_MASK    (REGION_SIZE - 1)
-#define REGION_PAGES   (REGION_SIZE >> USLUB_PAGE_SHIFT)
-#define DESC_SHIFT     6
-#define FIRST_PAGE     ((REGION_PAGES << DESC_SHIFT) >> USLUB_PAGE_SHIFT)
-#define ADDR_BITS      47
-#define REGION_SLOTS   (1UL << (ADDR_BITS - REGION_SHIFT))
-#define MAX_BLOCK      (USLUB_PAGE_SIZE << USLUB_MAX_ORDER)
-#define MAX_NODES      16
+#define REGION_SHIFT 28
+#define REGION_SIZE  (1UL << REGION_SHIFT)
+#define REGION_MASK  (REGION_SIZE - 1)
+#define REGION_PAGES (REGION_SIZE >> USLUB_PAGE_SHIFT)
+#define DESC_SHIFT   6
+#define FIRST_PAGE   ((REGION_PAGES << DESC_SHIFT) >> USLUB_PAGE_SHIFT)
+#define ADDR_BITS    47
+#define REGION_SLOTS (1UL << (ADDR_BITS - REGION_SHIFT))
+#define MAX_BLOCK    (USLUB_PAGE_SIZE << USLUB_MAX_ORDER)
+#define MAX_NODES    16
 
 enum page_kind {
 	PAGE_UNUSED = 0, /* never handed out, or inside a free block: reads as zero */
-	PAGE_FREE,       /* head of a free buddy block */
-	PAGE_SLAB,       /* head or tail page of a slab */
-	PAGE_LARGE,      /* head or tail page of a large block */
-	PAGE_META,       /* the allocator's own (thread structs) */
+	PAGE_FREE,	 /* head of a free buddy block */
+	PAGE_SLAB,	 /* head or tail page of a slab */
+	PAGE_LARGE,	 /* head or tail page of a large block */
+	PAGE_META,	 /* the allocator's own (thread structs) */
 };
 
 /* Free-block flag: its pages may not be resident (never touched, or released). */
-#define PF_COLD       0x1
+#define PF_COLD 0x1
 /* Slab flag: on its node's partial list. */
 #define PF_ON_PARTIAL 0x2
 /* Large-block flag: freed, waiting in its thread's cache for reuse. */
-#define PF_CACHED     0x8
+#define PF_CACHED 0x8
 
 struct uslub_thread;
 
 /* The kernel's struct page / struct slab in one: every page has one, a slab's or a block's
  * metadata lives in its first page's. */
 struct page_desc {
-	struct page_desc *head;            /* first page of this slab or block; NULL if free */
-	struct uslub_thread *owner;        /* thread holding (freezing) the slab, else NULL */
-	void *local_free;                  /* owner's frees: no atomics, owner only */
-	_Atomic uint64_t word;             /* remote freelist | inuse | frozen: see slab.c */
-	struct cds_list_head list;         /* node partial list, or buddy free list */
-	struct page_desc *next;            /* thread partial list */
-	uint16_t objects;                  /* slab: objects; large: pages asked for */
-	uint16_t local_count;              /* objects on local_free */
+	struct page_desc *head;	    /* first page of this slab or block; NULL if free */
+	struct uslub_thread *owner; /* thread holding (freezing) the slab, else NULL */
+	void *local_free;	    /* owner's frees: no atomics, owner only */
+	_Atomic uint64_t word;	    /* remote freelist | inuse | frozen: see slab.c */
+	struct cds_list_head list;  /* node partial list, or buddy free list */
+	struct page_desc *next;	    /* thread partial list */
+	uint16_t objects;	    /* slab: objects; large: pages asked for */
+	uint16_t local_count;	    /* objects on local_free */
 	uint8_t order;
 	uint8_t kind;
 	uint8_t cls;
@@ -102,7 +102,7 @@ struct uslub_node;
 struct region {
 	struct uslub_node *node;
 	struct region *next;
-	size_t grown;                      /* pages [FIRST_PAGE, grown) belong to the buddy */
+	size_t grown; /* pages [FIRST_PAGE, grown) belong to the buddy */
 };
 _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits");
 
@@ -117,8 +117,9 @@ static inline struct region *region_of(const void *p)
 /* The descriptor of p's page, in region r (region_of(p)). */
 static inline struct page_desc *region_desc(struct region *r, const void *p)
 {
-	return (struct page_desc *)((uintptr_t)r + ((((uintptr_t)p & REGION_MASK) >>
-						      USLUB_PAGE_SHIFT) << DESC_SHIFT));
+	return (
+	    struct page_desc *)((uintptr_t)r +
+				((((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT) << DESC_SHIFT));
 }
 
 static inline struct page_desc *page_desc_of(const void *p)
@@ -131,8 +132,8 @@ static inline struct page_desc *page_desc_of(const void *p)
 static inline void *page_address(const struct page_desc *d)
 {
 	uintptr_t a = (uintptr_t)d;
-	return (void *)((a & ~REGION_MASK) + (((a & REGION_MASK) >> DESC_SHIFT)
-					      << USLUB_PAGE_SHIFT));
+	return (void *)((a & ~REGION_MASK) +
+			(((a & REGION_MASK) >> DESC_SHIFT) << USLUB_PAGE_SHIFT));
 }
 
 /* ---- the page allocator (page_alloc.c) ------------------------------------------ */
@@ -142,23 +143,23 @@ struct uslub_node {
 	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
 	uint64_t nr_free[USLUB_MAX_ORDER + 1];
 	uint64_t nr_warm[USLUB_MAX_ORDER + 1];
-	struct region *regions;            /* newest first; growth takes from the newest */
+	struct region *regions; /* newest first; growth takes from the newest */
 	uint64_t free_pages;
-	uint64_t warm_free_pages;          /* free and probably resident */
-	uint16_t epoch;                    /* release decay: bumped at each timed release */
+	uint64_t warm_free_pages; /* free and probably resident */
+	uint16_t epoch;		  /* release decay: bumped at each timed release */
 	/* counters, under lock */
 	uint64_t grows;
-	uint64_t nowait_misses;            /* high-order tries that found nothing at hand */
-	uint64_t reclaims;                 /* GFP_RECLAIM hand-backs at the cap */
+	uint64_t nowait_misses; /* high-order tries that found nothing at hand */
+	uint64_t reclaims;	/* GFP_RECLAIM hand-backs at the cap */
 	uint64_t released_bytes;
 	uint64_t release_calls;
 	uint64_t region_count;
 	/* get_any_partial on behalf of threads of this node (atomic adds, slow path) */
 	uint64_t any_partial_calls;
-	uint64_t any_partial_tried;        /* nodes whose list was looked at */
-	uint64_t remote_slabs;             /* slabs taken from another node's list */
-	uint64_t remote_objects;           /* ... and the free objects they brought */
-	uint64_t local_partial_hits;       /* get_partial served by the local list */
+	uint64_t any_partial_tried;  /* nodes whose list was looked at */
+	uint64_t remote_slabs;	     /* slabs taken from another node's list */
+	uint64_t remote_objects;     /* ... and the free objects they brought */
+	uint64_t local_partial_hits; /* get_partial served by the local list */
 };
 
 /* Each node has two page allocators ("zones"): slots [0, MAX_NODES) serve slabs, thread
@@ -167,17 +168,17 @@ struct uslub_node {
  * measured on the stress workload, sharing one allocator grew the heap to 7x its live
  * size and sent gigabytes back to the OS and in again. A region belongs to one zone. */
 #define LARGE_ZONE(node) ((node) + MAX_NODES)
-#define NR_ZONES         (2 * MAX_NODES)
+#define NR_ZONES	 (2 * MAX_NODES)
 extern struct uslub_node uslub_nodes[NR_ZONES];
-extern unsigned uslub_nr_nodes; /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
-extern _Atomic uint64_t uslub_mapped_bytes;  /* from the OS, resident or not */
+extern unsigned uslub_nr_nodes;		    /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
+extern _Atomic uint64_t uslub_mapped_bytes; /* from the OS, resident or not */
 extern _Atomic uint64_t uslub_peak_mapped;
 
 enum {
-	GFP_TRYLOCK = 0x1, /* give up rather than wait for a contended node lock */
-	GFP_NOGROW = 0x2,  /* only blocks already free: take nothing more from the OS */
-	GFP_WARM = 0x4,    /* only warm blocks: fault in no fresh page on the caller's time */
-	GFP_COLD = 0x8,    /* prefer a cold block (the replenisher, which warms it) */
+	GFP_TRYLOCK = 0x1,  /* give up rather than wait for a contended node lock */
+	GFP_NOGROW = 0x2,   /* only blocks already free: take nothing more from the OS */
+	GFP_WARM = 0x4,	    /* only warm blocks: fault in no fresh page on the caller's time */
+	GFP_COLD = 0x8,	    /* prefer a cold block (the replenisher, which warms it) */
 	GFP_RECLAIM = 0x10, /* wait mode's high-order request (reclaims at the cap, as all
 			     * blocking requests do) */
 	/* The high-order try: a block already free and at hand (a warm one first), or
@@ -219,24 +220,24 @@ struct uslub_cache {
 	char name[16];
 	uint32_t size;
 	uint32_t cls;
-	uint32_t order;                    /* preferred (oo) */
-	uint32_t min_order;                /* fallback (min) */
-	uint32_t objects;                  /* per preferred slab */
-	uint32_t min_objects;              /* per fallback slab */
-	uint32_t cpu_partial_slabs;        /* bound of a thread's partial list */
-	uint32_t min_partial;              /* empty slabs a node keeps */
+	uint32_t order;		    /* preferred (oo) */
+	uint32_t min_order;	    /* fallback (min) */
+	uint32_t objects;	    /* per preferred slab */
+	uint32_t min_objects;	    /* per fallback slab */
+	uint32_t cpu_partial_slabs; /* bound of a thread's partial list */
+	uint32_t min_partial;	    /* empty slabs a node keeps */
 	/* Object layout (debug.h): objects sit `offset` bytes into slots `stride` apart.
 	 * Plain caches: offset 0, stride = size. Debug caches add red zones and a metadata
 	 * record around each object, and take the slow path for every operation. */
 	uint32_t stride;
 	uint32_t offset;
-	uint32_t debug;                    /* DBG_* flags (debug.h); 0 for a plain cache */
+	uint32_t debug; /* DBG_* flags (debug.h); 0 for a plain cache */
 	uint32_t pad;
-	uint64_t secret;                   /* DBG_HARDEN: key of the freelist pointers */
+	uint64_t secret; /* DBG_HARDEN: key of the freelist pointers */
 	_Atomic uint64_t nr_slabs;
 	_Atomic uint64_t nr_slabs_by_order[USLUB_MAX_ORDER + 1];
 	_Atomic uint64_t total_objects;
-	uint64_t stat[USLUB_NR_STATS];     /* folded from exited threads, under stat_lock */
+	uint64_t stat[USLUB_NR_STATS]; /* folded from exited threads, under stat_lock */
 	struct cache_node node[MAX_NODES];
 };
 
@@ -254,9 +255,9 @@ extern struct class_div uslub_class_div[USLUB_NR_CLASSES];
 
 /* kmem_cache_cpu: one per cache in each thread. */
 struct cache_cpu {
-	void *freelist;                    /* objects of `slab`, popped without atomics */
-	struct page_desc *slab;            /* frozen by this thread */
-	struct page_desc *partial;         /* more slabs frozen by this thread */
+	void *freelist;		   /* objects of `slab`, popped without atomics */
+	struct page_desc *slab;	   /* frozen by this thread */
+	struct page_desc *partial; /* more slabs frozen by this thread */
 	uint32_t nr_partial;
 	uint32_t pad;
 	uint64_t stat[USLUB_NR_STATS];
@@ -264,10 +265,10 @@ struct cache_cpu {
 /* A power-of-two stride, so the fast path indexes it with one shift. */
 _Static_assert(sizeof(struct cache_cpu) == 256, "cache_cpu is 256 bytes");
 
-#define PCP_HIGH  64 /* order-0 pages a thread keeps */
+#define PCP_HIGH     64 /* order-0 pages a thread keeps */
 #define LCACHE_PAGES 16 /* large blocks up to 64 KiB are cached per thread ... */
-#define LCACHE_DEPTH 4  /* ... four of each size */
-#define PCP_BATCH 16 /* moved at once to and from the buddy */
+#define LCACHE_DEPTH 4	/* ... four of each size */
+#define PCP_BATCH    16 /* moved at once to and from the buddy */
 
 struct uslub_thread {
 	struct cache_cpu cpu[USLUB_NR_CLASSES];
@@ -280,7 +281,7 @@ struct uslub_thread {
 	 * node lock or fresh page faults (the role of tcache for glibc's small chunks). */
 	uint8_t lcache_count[LCACHE_PAGES + 1];
 	struct page_desc *lcache[LCACHE_PAGES + 1][LCACHE_DEPTH];
-	int state;                         /* THREAD_* */
+	int state; /* THREAD_* */
 };
 
 enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };

@@ -13,7 +13,7 @@ enum opt_kind { OPT_UINT, OPT_BYTES, OPT_CHOICE, OPT_STRING };
 struct option_desc {
 	const char *name;
 	enum opt_kind kind;
-	size_t offset;       /* into struct uslub_config */
+	size_t offset; /* into struct uslub_config */
 	uint64_t def;
 	uint64_t min, max;   /* OPT_UINT range */
 	const char *choices; /* OPT_CHOICE: '|'-separated words, value = index */
@@ -23,35 +23,35 @@ struct option_desc {
 #define CFG(field) offsetof(struct uslub_config, field)
 
 static const struct option_desc options[] = {
-	{"USLUB_MIN_ORDER", OPT_UINT, CFG(min_order), 0, 0, USLUB_MAX_ORDER, NULL,
-	 "lowest order a cache's preferred slab order may be (slub_min_order)"},
-	{"USLUB_MAX_ORDER", OPT_UINT, CFG(max_order), 3, 0, USLUB_MAX_ORDER, NULL,
-	 "highest order a cache's preferred slab order may be (slub_max_order)"},
-	{"USLUB_MIN_OBJECTS", OPT_UINT, CFG(min_objects), 0, 0, USLUB_MAX_OBJS, NULL,
-	 "objects per slab the order calculation aims for; 0 = 4 * (fls(cpus) + 1)"},
-	{"USLUB_HIGH_ORDER", OPT_CHOICE, CFG(high_order_wait), 0, 0, 0, "nowait|wait",
-	 "nowait: try the preferred order, else take the minimum at once; wait: block for it"},
-	{"USLUB_BACKGROUND", OPT_UINT, CFG(background), 0, 0, 1, NULL,
-	 "1 starts the replenisher thread that prepares warm high-order blocks"},
-	{"USLUB_MEM_LIMIT", OPT_BYTES, CFG(mem_limit), 0, 0, 0, NULL,
-	 "cap on memory taken from the OS (K/M/G suffixes); 0 = none"},
-	{"USLUB_STATS", OPT_CHOICE, CFG(stats), 0, 0, 0, "0|1|json|text|live",
-	 "dump statistics at exit: 1 or text for the table, json for JSON; live publishes "
-	 "them in /dev/shm/uslub.<pid> for tools/uslub top"},
-	{"USLUB_STATS_FILE", OPT_STRING, CFG(stats_file), 0, 0, sizeof(uslub_config.stats_file), NULL,
-	 "where the dump goes (%p becomes the pid); default stderr"},
-	{"USLUB_NUMA", OPT_STRING, CFG(numa), 0, 0, sizeof(uslub_config.numa), NULL,
-	 "auto (libnuma's topology), off (one node), or fake:N (N simulated nodes)"},
-	{"USLUB_FAULT", OPT_STRING, CFG(fault), 0, 0, sizeof(uslub_config.fault), NULL,
-	 "test only: make OS calls fail, e.g. mmap:3 (the 3rd) or mmap:every:5"},
-	{"USLUB_DEBUG", OPT_STRING, CFG(debug), 0, 0, sizeof(uslub_config.debug), NULL,
-	 "slub_debug letters F (checks) Z (red zones) P (poison) U (alloc/free sites) T (trace), "
-	 "optionally ,cache,...; 1 = FZPU on every cache"},
-	{"USLUB_HARDEN", OPT_CHOICE, CFG(harden), USLUB_HARDEN_RANDOM, 0, 0, "off|random|full|0|1",
-	 "random: new slabs hand out objects in random order; full (1): also obfuscated, "
-	 "checked free pointers (every cache takes the slow path); off (0)"},
-	{"USLUB_VERBOSE", OPT_UINT, CFG(verbose), 0, 0, 1, NULL,
-	 "1 prints the effective settings at start-up"},
+    {"USLUB_MIN_ORDER", OPT_UINT, CFG(min_order), 0, 0, USLUB_MAX_ORDER, NULL,
+     "lowest order a cache's preferred slab order may be (slub_min_order)"},
+    {"USLUB_MAX_ORDER", OPT_UINT, CFG(max_order), 3, 0, USLUB_MAX_ORDER, NULL,
+     "highest order a cache's preferred slab order may be (slub_max_order)"},
+    {"USLUB_MIN_OBJECTS", OPT_UINT, CFG(min_objects), 0, 0, USLUB_MAX_OBJS, NULL,
+     "objects per slab the order calculation aims for; 0 = 4 * (fls(cpus) + 1)"},
+    {"USLUB_HIGH_ORDER", OPT_CHOICE, CFG(high_order_wait), 0, 0, 0, "nowait|wait",
+     "nowait: try the preferred order, else take the minimum at once; wait: block for it"},
+    {"USLUB_BACKGROUND", OPT_UINT, CFG(background), 0, 0, 1, NULL,
+     "1 starts the replenisher thread that prepares warm high-order blocks"},
+    {"USLUB_MEM_LIMIT", OPT_BYTES, CFG(mem_limit), 0, 0, 0, NULL,
+     "cap on memory taken from the OS (K/M/G suffixes); 0 = none"},
+    {"USLUB_STATS", OPT_CHOICE, CFG(stats), 0, 0, 0, "0|1|json|text|live",
+     "dump statistics at exit: 1 or text for the table, json for JSON; live publishes "
+     "them in /dev/shm/uslub.<pid> for tools/uslub top"},
+    {"USLUB_STATS_FILE", OPT_STRING, CFG(stats_file), 0, 0, sizeof(uslub_config.stats_file), NULL,
+     "where the dump goes (%p becomes the pid); default stderr"},
+    {"USLUB_NUMA", OPT_STRING, CFG(numa), 0, 0, sizeof(uslub_config.numa), NULL,
+     "auto (libnuma's topology), off (one node), or fake:N (N simulated nodes)"},
+    {"USLUB_FAULT", OPT_STRING, CFG(fault), 0, 0, sizeof(uslub_config.fault), NULL,
+     "test only: make OS calls fail, e.g. mmap:3 (the 3rd) or mmap:every:5"},
+    {"USLUB_DEBUG", OPT_STRING, CFG(debug), 0, 0, sizeof(uslub_config.debug), NULL,
+     "slub_debug letters F (checks) Z (red zones) P (poison) U (alloc/free sites) T (trace), "
+     "optionally ,cache,...; 1 = FZPU on every cache"},
+    {"USLUB_HARDEN", OPT_CHOICE, CFG(harden), USLUB_HARDEN_RANDOM, 0, 0, "off|random|full|0|1",
+     "random: new slabs hand out objects in random order; full (1): also obfuscated, "
+     "checked free pointers (every cache takes the slow path); off (0)"},
+    {"USLUB_VERBOSE", OPT_UINT, CFG(verbose), 0, 0, 1, NULL,
+     "1 prints the effective settings at start-up"},
 };
 
 #define NR_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -87,10 +87,22 @@ static int parse_bytes(const char *s, uint64_t *out)
 	if (last == 'b' || last == 'B')
 		digits[--n] = '\0', last = n ? digits[n - 1] : '\0';
 	switch (last) {
-	case 'k': case 'K': shift = 10; break;
-	case 'm': case 'M': shift = 20; break;
-	case 'g': case 'G': shift = 30; break;
-	case 't': case 'T': shift = 40; break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		break;
 	}
 	if (shift)
 		digits[--n] = '\0';
@@ -155,8 +167,8 @@ static void apply(const struct option_desc *o, const char *value)
 			*uint_field(o) = (unsigned)v;
 			return;
 		}
-		uslub_message("uslub: %s=%s is not one of %s; using the default\n", o->name,
-			      value, o->choices);
+		uslub_message("uslub: %s=%s is not one of %s; using the default\n", o->name, value,
+			      o->choices);
 		return;
 	case OPT_STRING: {
 		size_t n = strlen(value);
@@ -214,9 +226,9 @@ void uslub_options_print(int fd)
 		const struct option_desc *d = &options[i];
 		uslub_printf(&o, "uslub: %-18s = ", d->name);
 		if (d->kind == OPT_BYTES)
-			uslub_printf(&o, "%lu",
-				     (unsigned long)*(uint64_t *)((char *)&uslub_config +
-								   d->offset));
+			uslub_printf(
+			    &o, "%lu",
+			    (unsigned long)*(uint64_t *)((char *)&uslub_config + d->offset));
 		else if (d->kind == OPT_STRING)
 			uslub_printf(&o, "%s", (char *)&uslub_config + d->offset);
 		else

@@ -19,12 +19,12 @@ struct uslub_config {
 	unsigned high_order_wait;
 	unsigned background;
 	uint64_t mem_limit; /* 0: none */
-	unsigned stats;     /* enum uslub_stats_mode */
+	unsigned stats;	    /* enum uslub_stats_mode */
 	unsigned verbose;
-	unsigned harden;    /* enum uslub_harden_mode */
-	char debug[128];    /* USLUB_DEBUG, parsed by debug.c */
+	unsigned harden; /* enum uslub_harden_mode */
+	char debug[128]; /* USLUB_DEBUG, parsed by debug.c */
 	char stats_file[256];
-	char numa[32];  /* auto, off, fake:N - parsed by node.c */
+	char numa[32];	/* auto, off, fake:N - parsed by node.c */
 	char fault[64]; /* test-only fault injection, e.g. mmap:3 - parsed by os.c */
 };
 

@@ -115,10 +115,10 @@ static void stat_shared(struct uslub_thread *t, unsigned cls, enum uslub_stat_it
 void uslub_caches_init(void)
 {
 	struct uslub_order_params p = {
-		.min_order = uslub_config.min_order,
-		.max_order = uslub_config.max_order,
-		.min_objects = uslub_config.min_objects,
-		.nr_cpus = uslub_os_ncpus(),
+	    .min_order = uslub_config.min_order,
+	    .max_order = uslub_config.max_order,
+	    .min_objects = uslub_config.min_objects,
+	    .nr_cpus = uslub_os_ncpus(),
 	};
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
@@ -136,7 +136,7 @@ void uslub_caches_init(void)
 		/* A debug cache's reciprocal is 0: its objects never start at offset 0 of a
 		 * slot, so the free fast path's test fails for every one of them. */
 		uslub_class_div[i].recip =
-			c->debug ? 0 : (uint32_t)(((1ULL << RECIP_SHIFT) + c->size - 1) / c->size);
+		    c->debug ? 0 : (uint32_t)(((1ULL << RECIP_SHIFT) + c->size - 1) / c->size);
 		unsigned bytes = c->debug ? c->stride + DBG_RZ : c->size;
 		c->order = uslub_calculate_order(bytes, &p);
 		c->min_order = uslub_get_order(bytes);
@@ -145,7 +145,10 @@ void uslub_caches_init(void)
 		c->objects = uslub_cache_objects(c, c->order);
 		c->min_objects = uslub_cache_objects(c, c->min_order);
 		/* The kernel's set_cpu_partial, in objects, turned into slabs. */
-		unsigned nr = c->size >= 4096 ? 6 : c->size >= 1024 ? 24 : c->size >= 256 ? 52 : 120;
+		unsigned nr = c->size >= 4096	? 6
+			      : c->size >= 1024 ? 24
+			      : c->size >= 256	? 52
+						: 120;
 		c->cpu_partial_slabs = (nr * 2 + c->objects - 1) / c->objects;
 		/* The kernel's min_partial: ilog2(size) / 2, within 5..10. */
 		unsigned lg = 31 - (unsigned)__builtin_clz(c->size);
@@ -334,10 +337,9 @@ static void *take_slab_freelist(struct page_desc *s)
 	}
 	uint64_t old = atomic_load_explicit(&s->word, memory_order_acquire);
 	while (w_head(old)) {
-		if (atomic_compare_exchange_weak_explicit(&s->word, &old,
-							  w_make(0, s->objects, W_FROZEN),
-							  memory_order_acquire,
-							  memory_order_relaxed))
+		if (atomic_compare_exchange_weak_explicit(
+			&s->word, &old, w_make(0, s->objects, W_FROZEN), memory_order_acquire,
+			memory_order_relaxed))
 			return decode(w_head(old), page_address(s));
 	}
 	return NULL;
@@ -399,9 +401,8 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 		new = w_make(encode(head, base), inuse, 0);
 		/* acq_rel: the remote frees this folds in happened before the owner lets
 		 * go, and whoever takes the slab next sees our writes. */
-		if (atomic_compare_exchange_strong_explicit(&s->word, &old, new,
-							    memory_order_acq_rel,
-							    memory_order_acquire))
+		if (atomic_compare_exchange_strong_explicit(
+			&s->word, &old, new, memory_order_acq_rel, memory_order_acquire))
 			break;
 	}
 	if (!locked) {
@@ -424,8 +425,7 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 	pthread_mutex_unlock(&n->list_lock);
 }
 
-static void unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc,
-			      struct uslub_thread *t)
+static void unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct uslub_thread *t)
 {
 	struct page_desc *s;
 	while ((s = cc->partial)) {
@@ -436,8 +436,7 @@ static void unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc,
 	}
 }
 
-static void put_cpu_partial(struct uslub_cache *c, struct page_desc *s,
-			    struct uslub_thread *t)
+static void put_cpu_partial(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
 {
 	struct cache_cpu *cc = &t->cpu[c->cls];
 	if (cc->nr_partial >= c->cpu_partial_slabs) {
@@ -453,21 +452,21 @@ static void put_cpu_partial(struct uslub_cache *c, struct page_desc *s,
  * up to half a thread partial list more. Returns the first, its objects in *fl, and the
  * count of free objects taken in *found. */
 static struct page_desc *get_partial_node(struct uslub_cache *c, struct cache_node *n,
-					  struct uslub_thread *t, struct cache_cpu *cc,
-					  void **fl, uint64_t *found)
+					  struct uslub_thread *t, struct cache_cpu *cc, void **fl,
+					  uint64_t *found)
 {
 	struct page_desc *first = NULL, *s, *tmp;
 
 	if (!__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED))
 		return NULL;
 	pthread_mutex_lock(&n->list_lock);
-	cds_list_for_each_entry_safe(s, tmp, &n->partial, list) {
+	cds_list_for_each_entry_safe(s, tmp, &n->partial, list)
+	{
 		remove_partial(n, s);
 		uint64_t old = atomic_load_explicit(&s->word, memory_order_relaxed);
-		while (!atomic_compare_exchange_weak_explicit(&s->word, &old,
-							      w_make(0, s->objects, W_FROZEN),
-							      memory_order_acquire,
-							      memory_order_relaxed))
+		while (!atomic_compare_exchange_weak_explicit(
+		    &s->word, &old, w_make(0, s->objects, W_FROZEN), memory_order_acquire,
+		    memory_order_relaxed))
 			;
 		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
 		void *objects = decode(w_head(old), page_address(s));
@@ -702,8 +701,7 @@ static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p
 		 * the slab here see what its previous owner wrote into the descriptor
 		 * (local list, partial link) before letting it go. On x86 it is the same
 		 * instruction. */
-		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new,
-							  memory_order_acq_rel,
+		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new, memory_order_acq_rel,
 							  memory_order_relaxed))
 			break;
 		stat_shared(t, c->cls, USLUB_STAT_CMPXCHG_DOUBLE_FAIL);

@@ -21,16 +21,15 @@
 
 static unsigned long checks, failures;
 
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		checks++;                                                    \
-		if (!(cond)) {                                               \
-			failures++;                                          \
-			std::fprintf(stderr, "FAIL %s:%d: %s\n    ", __FILE__, \
-				     __LINE__, #cond);                       \
-			std::fprintf(stderr, __VA_ARGS__);                   \
-			std::fputc('\n', stderr);                            \
-		}                                                            \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		checks++;                                                                          \
+		if (!(cond)) {                                                                     \
+			failures++;                                                                \
+			std::fprintf(stderr, "FAIL %s:%d: %s\n    ", __FILE__, __LINE__, #cond);   \
+			std::fprintf(stderr, __VA_ARGS__);                                         \
+			std::fputc('\n', stderr);                                                  \
+		}                                                                                  \
 	} while (0)
 
 using totals_fn = void (*)(struct uslub_totals *);
@@ -77,8 +76,10 @@ int main(int, char **argv)
 	std::printf("test_cxx: new/delete, std::vector, std::string, std::map under "
 		    "LD_PRELOAD\n");
 	totals_fn fn = find_totals();
-	CHECK(fn != nullptr, "uslub_get_totals not found: libuslub.so is not preloaded "
-	      "(LD_PRELOAD=%s)", std::getenv("LD_PRELOAD") ? std::getenv("LD_PRELOAD") : "");
+	CHECK(fn != nullptr,
+	      "uslub_get_totals not found: libuslub.so is not preloaded "
+	      "(LD_PRELOAD=%s)",
+	      std::getenv("LD_PRELOAD") ? std::getenv("LD_PRELOAD") : "");
 
 	if (fn != nullptr) {
 		std::printf("  - 65536 x new Node (64 B) and new char[1 MiB] x 2 show in "
@@ -96,7 +97,8 @@ int main(int, char **argv)
 		uint64_t with = in_use(fn);
 		CHECK(with >= before + 4 * (uint64_t(1) << 20) + 2 * (uint64_t(1) << 20),
 		      "in_use %" PRIu64 " before, %" PRIu64 " with 4 MiB of Nodes and 2 MiB of "
-		      "char[]: operator new does not reach uslub", before, with);
+		      "char[]: operator new does not reach uslub",
+		      before, with);
 		bool intact = true;
 		for (size_t i = 0; i < count; i++)
 			intact = intact && nodes[i]->payload[0] == i && nodes[i]->payload[7] == i;
@@ -107,8 +109,7 @@ int main(int, char **argv)
 		delete[] big2;
 		uint64_t after = in_use(fn);
 		CHECK(after + 5 * (uint64_t(1) << 20) <= with,
-		      "in_use %" PRIu64 " with the objects, %" PRIu64 " after delete", with,
-		      after);
+		      "in_use %" PRIu64 " with the objects, %" PRIu64 " after delete", with, after);
 	}
 
 	std::printf("  - std::vector grows to 1,000,000 elements and keeps them\n");
