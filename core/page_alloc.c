@@ -274,7 +274,11 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 			pthread_mutex_unlock(&n->lock);
 			return NULL;
 		}
-		if (!borrowed && node >= MAX_NODES) {
+		/* The large zone borrows before it grows; the slab zone only when it cannot
+		 * grow (at the cap, where memory beats tidiness). */
+		if (!borrowed && node < MAX_NODES && grow(n, order) == 0)
+			continue;
+		if (!borrowed) {
 			/* One zone's lock at a time: no order between the two to keep. */
 			pthread_mutex_unlock(&n->lock);
 			d = borrow(node, order, gfp);
@@ -286,16 +290,6 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		}
 		if (grow(n, order) == 0)
 			continue;
-		if (!borrowed) {
-			/* At the cap the slab zone borrows too: memory beats tidiness. */
-			pthread_mutex_unlock(&n->lock);
-			d = borrow(node, order, gfp);
-			if (d)
-				return d;
-			pthread_mutex_lock(&n->lock);
-			borrowed = true;
-			continue;
-		}
 		if (reclaimed || !uslub_config.mem_limit) {
 			pthread_mutex_unlock(&n->lock);
 			errno = ENOMEM;
