@@ -20,36 +20,6 @@
 
 #include "test_util.h"
 
-#ifdef USLUB_PREFIXED
-#define MALLOC(n)		  uslub_malloc(n)
-#define FREE(p)			  uslub_free(p)
-#define CALLOC(n, s)		  uslub_calloc(n, s)
-#define REALLOC(p, n)		  uslub_realloc(p, n)
-#define REALLOCARRAY(p, n, s)	  uslub_reallocarray(p, n, s)
-#define POSIX_MEMALIGN(out, a, n) uslub_posix_memalign(out, a, n)
-#define ALIGNED_ALLOC(a, n)	  uslub_aligned_alloc(a, n)
-#define MEMALIGN(a, n)		  uslub_memalign(a, n)
-#define VALLOC(n)		  uslub_valloc(n)
-#define PVALLOC(n)		  uslub_pvalloc(n)
-#define USABLE_SIZE(p)		  uslub_malloc_usable_size(p)
-#define MALLOC_TRIM(pad)	  uslub_malloc_trim(pad)
-#define VARIANT			  "linked, uslub_ names"
-#else
-#define MALLOC(n)		  malloc(n)
-#define FREE(p)			  free(p)
-#define CALLOC(n, s)		  calloc(n, s)
-#define REALLOC(p, n)		  realloc(p, n)
-#define REALLOCARRAY(p, n, s)	  reallocarray(p, n, s)
-#define POSIX_MEMALIGN(out, a, n) posix_memalign(out, a, n)
-#define ALIGNED_ALLOC(a, n)	  aligned_alloc(a, n)
-#define MEMALIGN(a, n)		  memalign(a, n)
-#define VALLOC(n)		  valloc(n)
-#define PVALLOC(n)		  pvalloc(n)
-#define USABLE_SIZE(p)		  malloc_usable_size(p)
-#define MALLOC_TRIM(pad)	  malloc_trim(pad)
-#define VARIANT			  "standard names under LD_PRELOAD"
-#endif
-
 static size_t page_size;
 
 /* Byte i of the content that realloc must carry along. */

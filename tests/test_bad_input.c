@@ -23,18 +23,6 @@
 
 #include "test_util.h"
 
-#ifdef USLUB_PREFIXED
-#define MALLOC(n)     uslub_malloc(n)
-#define FREE(p)	      uslub_free(p)
-#define REALLOC(p, n) uslub_realloc(p, n)
-#define VARIANT	      "linked, uslub_ names"
-#else
-#define MALLOC(n)     malloc(n)
-#define FREE(p)	      free(p)
-#define REALLOC(p, n) realloc(p, n)
-#define VARIANT	      "standard names under LD_PRELOAD"
-#endif
-
 static char global_buffer[256];
 
 static void case_free_stack(void)

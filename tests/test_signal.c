@@ -21,18 +21,6 @@
 
 #include "test_util.h"
 
-#ifdef USLUB_PREFIXED
-#define MALLOC(n)     uslub_malloc(n)
-#define FREE(p)	      uslub_free(p)
-#define REALLOC(p, n) uslub_realloc(p, n)
-#define CALLOC(n, s)  uslub_calloc(n, s)
-#else
-#define MALLOC(n)     malloc(n)
-#define FREE(p)	      free(p)
-#define REALLOC(p, n) realloc(p, n)
-#define CALLOC(n, s)  calloc(n, s)
-#endif
-
 #define SLOTS 512
 
 static _Atomic int stop;

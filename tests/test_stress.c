@@ -23,18 +23,6 @@
 
 #include "test_util.h"
 
-#ifdef USLUB_PREFIXED
-#define MALLOC(n)     uslub_malloc(n)
-#define FREE(p)	      uslub_free(p)
-#define REALLOC(p, n) uslub_realloc(p, n)
-#define VARIANT	      "linked, uslub_ names"
-#else
-#define MALLOC(n)     malloc(n)
-#define FREE(p)	      free(p)
-#define REALLOC(p, n) realloc(p, n)
-#define VARIANT	      "standard names under LD_PRELOAD"
-#endif
-
 enum {
 	NTHREADS = 4,
 	SLOTS = 512,	  /* objects a thread holds at once */
