@@ -236,10 +236,13 @@ int main(int argc, char **argv)
 
 	pthread_barrier_init(&done_barrier, NULL, NTHREADS);
 	double t0 = tu_now();
+	/* Every inbox is ready before any thread starts: worker 0 may post to worker 3 at once. */
 	for (int i = 0; i < NTHREADS; i++) {
 		workers[i].id = i;
 		workers[i].rng = tu_mix(SEED + (uint64_t)i + 1) | 1;
 		pthread_mutex_init(&workers[i].inbox.lock, NULL);
+	}
+	for (int i = 0; i < NTHREADS; i++) {
 		int rc = pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
 		CHECKF(rc == 0, "pthread_create: %s", strerror(rc));
 		if (rc != 0)
