@@ -243,15 +243,12 @@ struct uslub_cache {
 
 extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
 
-/* Is `off` a multiple of the object size? floor(off / size) = (off * recip) >> 35 for every
- * offset below 2^22 (a 4 MiB slab) and size up to 2^13, with recip = ceil(2^35 / size),
- * which fits 32 bits for sizes from 16. One table line per class, for the free fast path. */
-#define RECIP_SHIFT 35
-struct class_div {
-	uint32_t recip;
-	uint32_t size;
-};
-extern struct class_div uslub_class_div[USLUB_NR_CLASSES];
+/* Which object does slab offset `off` fall in, and is it its start? Lemire's fast
+ * division and divisibility test in one multiply: with magic = 2^64 / size rounded up,
+ * the high half of off * magic is off / size and the low half is below magic exactly
+ * when size divides off, for every off below 2^32. A debug cache's magic is 0, which no
+ * offset passes. One word per class, for the free fast path. */
+extern uint64_t uslub_class_magic[USLUB_NR_CLASSES];
 
 /* kmem_cache_cpu: one per cache in each thread. */
 struct cache_cpu {

@@ -63,7 +63,7 @@
 #include <string.h>
 
 struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
-struct class_div uslub_class_div[USLUB_NR_CLASSES];
+uint64_t uslub_class_magic[USLUB_NR_CLASSES];
 
 /* Free pointers: at the object's start in a plain cache; in a debug cache in the slot's
  * metadata, where debug.c decodes and checks them. */
@@ -132,11 +132,9 @@ void uslub_caches_init(void)
 	uslub_debug_init();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
-		uslub_class_div[i].size = c->stride;
-		/* A debug cache's reciprocal is 0: its objects never start at offset 0 of a
-		 * slot, so the free fast path's test fails for every one of them. */
-		uslub_class_div[i].recip =
-		    c->debug ? 0 : (uint32_t)(((1ULL << RECIP_SHIFT) + c->size - 1) / c->size);
+		/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
+		 * so the free fast path's test fails for every one of them. */
+		uslub_class_magic[i] = c->debug ? 0 : UINT64_MAX / c->size + 1;
 		unsigned bytes = c->debug ? c->stride + DBG_RZ : c->size;
 		c->order = uslub_calculate_order(bytes, &p);
 		c->min_order = uslub_get_order(bytes);
@@ -764,7 +762,8 @@ void uslub_slab_free_slow(void *p)
 		uslub_debug_free(c, s, p, __builtin_return_address(0));
 	struct uslub_thread *t = uslub_tls_thread;
 	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
-		if (p == s->local_free)
+		struct cache_cpu *cc = &t->cpu[s->cls];
+		if (p == s->local_free || (s == cc->slab && p == cc->freelist))
 			uslub_report_bad_free("double free", "free", p, c);
 		set_next(c, p, s->local_free);
 		s->local_free = p;

@@ -36,8 +36,9 @@ static inline void *uslub_malloc_inline(size_t size)
 }
 
 /* A free into a slab this thread holds (its current slab or one on its partial list) is a
- * push onto the slab's local list. The pointer must be an object's start (checked by
- * multiplying with the cache's reciprocal) and not the object freed just before. */
+ * push onto the slab's local list, without atomics. The pointer must be an object's start
+ * inside the slab's objects and not the object freed just before: one 64x64-bit multiply
+ * by the class's magic gives both answers (Lemire's test; internal.h). */
 static inline void uslub_free_inline(void *p)
 {
 	struct uslub_thread *t = uslub_tls_thread;
@@ -48,9 +49,11 @@ static inline void uslub_free_inline(void *p)
 		/* The offset in the slab: the descriptor's place in the region, times 64, is
 		 * the slab's place. */
 		uint64_t off = ((uintptr_t)p - ((uintptr_t)s << DESC_SHIFT)) & REGION_MASK;
-		struct class_div div = uslub_class_div[s->cls];
+		uint64_t magic = uslub_class_magic[s->cls];
+		unsigned __int128 m = (unsigned __int128)off * magic;
 		void *local = s->local_free;
-		if (likely(((off * div.recip) >> RECIP_SHIFT) * div.size == off && p != local)) {
+		if (likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects) &&
+		    likely(p != local)) {
 			*(void **)p = local;
 			s->local_free = p;
 			s->local_count++;

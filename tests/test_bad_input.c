@@ -46,6 +46,32 @@ static void case_free_interior(void)
 	FREE(tu_opaque(p + 8));
 }
 
+/* A slab's objects rarely fill it: kmalloc-96 leaves a tail. Its first byte is a multiple
+ * of 96 from the slab's start, but no object's; freeing it must not hand the tail out. */
+static void case_free_slab_tail(void)
+{
+	typedef int (*info_fn)(const char *, struct uslub_cache_info *);
+#ifdef USLUB_PREFIXED
+	info_fn info = uslub_cache_info;
+#else
+	info_fn info = NULL;
+	void *sym = dlsym(RTLD_DEFAULT, "uslub_cache_info");
+	memcpy(&info, &sym, sizeof(info));
+#endif
+	struct uslub_cache_info ci;
+	unsigned char *p = MALLOC(96);
+	if (p == NULL || info == NULL || info("kmalloc-96", &ci) != 0)
+		_exit(3);
+	/* A fresh process's first kmalloc-96 slab has the preferred order, and slabs are
+	 * aligned to their size. */
+	uintptr_t bytes = (uintptr_t)4096 << ci.order;
+	uintptr_t base = (uintptr_t)p & ~(bytes - 1);
+	uintptr_t tail = base + (uintptr_t)ci.objects_per_slab * 96;
+	if (tail >= base + bytes)
+		_exit(4); /* no tail: the case cannot be made */
+	FREE(tu_opaque((void *)tail));
+}
+
 static void case_double_free(void)
 {
 	unsigned char *p = MALLOC(64);
@@ -89,6 +115,10 @@ static const struct bad_case cases[] = {
     {"free(stack address)", case_free_stack, 1, {"uslub: free(): invalid pointer 0x", NULL}},
     {"free(global)", case_free_global, 1, {"uslub: free(): invalid pointer 0x", NULL}},
     {"free(p + 8) of a 64-byte block", case_free_interior, 1, {"invalid pointer", "kmalloc-64"}},
+    {"free(the tail of a kmalloc-96 slab)",
+     case_free_slab_tail,
+     1,
+     {"invalid pointer", "kmalloc-96"}},
     {"double free of a 64-byte block", case_double_free, 1, {"double free", "kmalloc-64"}},
     {"realloc(stack address)", case_realloc_stack, 1, {"invalid pointer", NULL}},
     {"valid free and realloc (control)", case_valid, 0, {"valid operations done", NULL}},
