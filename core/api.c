@@ -205,6 +205,7 @@ int uslub_trim_impl(size_t pad)
 	uslub_init();
 	struct uslub_thread *t = uslub_tls_thread;
 	if (t->state == THREAD_LIVE) {
+		uslub_sheaves_flush(t, false);
 		uslub_pcp_drain(t, 0);
 		uslub_large_cache_drain(t);
 	}

@@ -315,6 +315,27 @@ static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held,
 			bad(w, "thread %p: %s partial list of %u, counted %u", (void *)t,
 			    uslub_caches[i].name, k, cc->nr_partial);
 		*held += k;
+		/* A sheaf holds starts of objects of its own cache's slabs. */
+		if (cc->sheaf_count > cc->sheaf_cap || cc->sheaf_count > SHEAF_MAX) {
+			bad(w, "thread %p: %s sheaf of %u objects, capacity %u", (void *)t,
+			    uslub_caches[i].name, cc->sheaf_count, cc->sheaf_cap);
+			continue;
+		}
+		for (unsigned j = 0; j < cc->sheaf_count; j++) {
+			void *p = cc->sheaf[j];
+			struct page_desc *s = region_of(p) ? page_desc_of(p)->head : NULL;
+			if (!s || s->kind != PAGE_SLAB || s->cls != i ||
+			    uslub_slab_object_start(s, p) != p) {
+				bad(w, "thread %p: %s sheaf holds %p, not an object of the cache",
+				    (void *)t, uslub_caches[i].name, p);
+				continue;
+			}
+			/* Free to the program, though its slab counts it in use. */
+			w->out->sheaf_objects++;
+			w->out->live_objects--;
+			w->out->live_by_class[i]--;
+			w->out->live_bytes -= uslub_caches[i].size;
+		}
 	}
 	if (t->pcp_count > PCP_HIGH) {
 		bad(w, "thread %p: %u cached pages", (void *)t, t->pcp_count);
@@ -498,11 +519,12 @@ void uslub_check_print(const struct uslub_check *c, int fd)
 		     (unsigned long)c->desc_pages, (unsigned long)c->ungrown_pages);
 	uslub_printf(&o,
 		     "heap: slabs %lu (held by threads %lu, partial %lu, full %lu); live objects "
-		     "%lu, large blocks %lu, live bytes %lu; %lu threads; %lu inconsistencies\n",
+		     "%lu, in sheaves %lu, large blocks %lu, live bytes %lu; %lu threads; %lu "
+		     "inconsistencies\n",
 		     (unsigned long)c->slabs, (unsigned long)c->frozen_slabs,
 		     (unsigned long)c->partial_slabs, (unsigned long)c->full_slabs,
-		     (unsigned long)c->live_objects, (unsigned long)c->large_blocks,
-		     (unsigned long)c->live_bytes, (unsigned long)c->threads,
-		     (unsigned long)c->errors);
+		     (unsigned long)c->live_objects, (unsigned long)c->sheaf_objects,
+		     (unsigned long)c->large_blocks, (unsigned long)c->live_bytes,
+		     (unsigned long)c->threads, (unsigned long)c->errors);
 	uslub_out_flush(&o);
 }

@@ -3,8 +3,9 @@
  *
  * A cache with any of these on is a *debug cache*: its thread freelist is never filled
  * and its free fast path never matches (the free fast path's interior-pointer test fails
- * for every object: the cache's divisibility magic is 0, which no offset passes), so every allocation and free of it takes the slow path in
- * slab.c, which calls the hooks below. The inline fast paths have no debug branch.
+ * for every object: the cache's divisibility magic is 0, which no offset passes), so every
+ * allocation and free of it takes the slow path in slab.c, which calls the hooks below. The inline
+ * fast paths have no debug branch.
  *
  * A debug cache lays its slab out in slots of `stride` bytes, with the object `offset`
  * bytes into its slot:

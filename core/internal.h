@@ -2,6 +2,7 @@
 #ifndef USLUB_INTERNAL_H
 #define USLUB_INTERNAL_H
 
+#include "options.h"
 #include "size_classes.h"
 #include "stats.h"
 
@@ -226,6 +227,7 @@ struct uslub_cache {
 	uint32_t min_objects;	    /* per fallback slab */
 	uint32_t cpu_partial_slabs; /* bound of a thread's partial list */
 	uint32_t min_partial;	    /* empty slabs a node keeps */
+	uint32_t sheaf_capacity;    /* objects a thread's sheaf of this cache holds */
 	/* Object layout (debug.h): objects sit `offset` bytes into slots `stride` apart.
 	 * Plain caches: offset 0, stride = size. Debug caches add red zones and a metadata
 	 * record around each object, and take the slow path for every operation. */
@@ -250,17 +252,22 @@ extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
  * offset passes. One word per class, for the free fast path. */
 extern uint64_t uslub_class_magic[USLUB_NR_CLASSES];
 
-/* kmem_cache_cpu: one per cache in each thread. */
+/* kmem_cache_cpu: one per cache in each thread, with the thread's sheaf of that cache
+ * (slub_percpu_sheaves): objects of slabs the thread does not hold, freed by it and kept
+ * for its next allocations, so a free of another thread's object costs no atomic and no
+ * slab move when the freeing thread allocates again (see slab.c, section 6). */
 struct cache_cpu {
 	void *freelist;		   /* objects of `slab`, popped without atomics */
 	struct page_desc *slab;	   /* frozen by this thread */
 	struct page_desc *partial; /* more slabs frozen by this thread */
 	uint32_t nr_partial;
-	uint32_t pad;
+	uint16_t sheaf_count; /* objects in sheaf[] */
+	uint16_t sheaf_cap;   /* 0 for threads without state and for debug caches */
 	uint64_t stat[USLUB_NR_STATS];
-} __attribute__((aligned(256)));
+	void *sheaf[SHEAF_MAX];
+} __attribute__((aligned(512)));
 /* A power-of-two stride, so the fast path indexes it with one shift. */
-_Static_assert(sizeof(struct cache_cpu) == 256, "cache_cpu is 256 bytes");
+_Static_assert(sizeof(struct cache_cpu) == 512, "cache_cpu is 512 bytes");
 
 #define PCP_HIGH     64 /* order-0 pages a thread keeps */
 #define LCACHE_PAGES 16 /* large blocks up to 64 KiB are cached per thread ... */

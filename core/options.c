@@ -50,6 +50,9 @@ static const struct option_desc options[] = {
     {"USLUB_HARDEN", OPT_CHOICE, CFG(harden), USLUB_HARDEN_RANDOM, 0, 0, "off|random|full|0|1",
      "random: new slabs hand out objects in random order; full (1): also obfuscated, "
      "checked free pointers (every cache takes the slow path); off (0)"},
+    {"USLUB_SHEAVES", OPT_UINT, CFG(sheaves), SHEAF_MAX, 0, SHEAF_MAX, NULL,
+     "objects of other threads' slabs a thread keeps per cache for its next allocations "
+     "(the kernel's percpu sheaves; fewer for large objects); 0 = none"},
     {"USLUB_VERBOSE", OPT_UINT, CFG(verbose), 0, 0, 1, NULL,
      "1 prints the effective settings at start-up"},
 };

@@ -12,6 +12,9 @@ enum uslub_stats_mode { USLUB_STATS_OFF, USLUB_STATS_TEXT, USLUB_STATS_JSON, USL
  * default); full: also obfuscated, range-checked free pointers, through the slow path. */
 enum uslub_harden_mode { USLUB_HARDEN_OFF, USLUB_HARDEN_RANDOM, USLUB_HARDEN_FULL };
 
+/* The most objects a thread's sheaf of one cache holds (USLUB_SHEAVES). */
+#define SHEAF_MAX 28
+
 struct uslub_config {
 	unsigned min_order;
 	unsigned max_order;
@@ -21,8 +24,9 @@ struct uslub_config {
 	uint64_t mem_limit; /* 0: none */
 	unsigned stats;	    /* enum uslub_stats_mode */
 	unsigned verbose;
-	unsigned harden; /* enum uslub_harden_mode */
-	char debug[128]; /* USLUB_DEBUG, parsed by debug.c */
+	unsigned harden;  /* enum uslub_harden_mode */
+	unsigned sheaves; /* sheaf capacity in objects, 0: none */
+	char debug[128];  /* USLUB_DEBUG, parsed by debug.c */
 	char stats_file[256];
 	char numa[32];	/* auto, off, fake:N - parsed by node.c */
 	char fault[64]; /* test-only fault injection, e.g. mmap:3 - parsed by os.c */

@@ -151,6 +151,14 @@ void uslub_caches_init(void)
 		/* The kernel's min_partial: ilog2(size) / 2, within 5..10. */
 		unsigned lg = 31 - (unsigned)__builtin_clz(c->size);
 		c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
+		/* Each sheaf object may pin a slab of its own, so large objects get fewer. */
+		unsigned cap = c->size <= 256	 ? SHEAF_MAX
+			       : c->size <= 1024 ? 16
+			       : c->size <= 4096 ? 8
+						 : 4;
+		c->sheaf_capacity = c->debug			 ? 0
+				    : cap < uslub_config.sheaves ? cap
+								 : uslub_config.sheaves;
 		for (unsigned n = 0; n < MAX_NODES; n++) {
 			pthread_mutex_init(&c->node[n].list_lock, NULL);
 			CDS_INIT_LIST_HEAD(&c->node[n].partial);
@@ -663,6 +671,27 @@ void *uslub_slab_object_start(struct page_desc *s, const void *p)
 	return (char *)p - (in_slot - c->offset);
 }
 
+/* A slab this thread just froze takes back its objects at the top of the thread's sheaf,
+ * as plain local frees. A thread freeing its own objects in order sends the first of a
+ * slab into the sheaf and the next one here (the free fast path keeps two objects of one
+ * page out of the sheaf); without this, the slab would be short of that object when its
+ * partial list drains it, and every later free into it would take the compare-and-swap
+ * path. Only the top is looked at: that is where such objects are, and it costs no walk. */
+static void sheaf_return(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
+{
+	struct cache_cpu *cc = &t->cpu[c->cls];
+	uintptr_t base = (uintptr_t)page_address(s), bytes = USLUB_PAGE_SIZE << s->order;
+	unsigned n = cc->sheaf_count;
+	while (n && (uintptr_t)cc->sheaf[n - 1] - base < bytes) {
+		void *p = cc->sheaf[--n];
+		set_next(c, p, s->local_free);
+		s->local_free = p;
+		s->local_count++;
+		uslub_stat(cc, SHEAF_FLUSH);
+	}
+	cc->sheaf_count = (uint16_t)n;
+}
+
 /* __slab_free: onto the remote list with one CAS. A free that makes an unfrozen slab
  * empty, or that finds it full while no thread can take it, needs the node's lock. */
 static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
@@ -715,6 +744,7 @@ static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p
 		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
 		uslub_stat(&t->cpu[c->cls], CPU_PARTIAL_FREE);
 		put_cpu_partial(c, s, t);
+		sheaf_return(c, s, t);
 		return;
 	}
 	if (!locked)
@@ -761,8 +791,10 @@ void uslub_slab_free_slow(void *p)
 	if (unlikely(c->debug))
 		uslub_debug_free(c, s, p, __builtin_return_address(0));
 	struct uslub_thread *t = uslub_tls_thread;
+	struct cache_cpu *cc = &t->cpu[s->cls];
+	if (cc->sheaf_count && cc->sheaf[cc->sheaf_count - 1] == p)
+		uslub_report_bad_free("double free", "free", p, c);
 	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
-		struct cache_cpu *cc = &t->cpu[s->cls];
 		if (p == s->local_free || (s == cc->slab && p == cc->freelist))
 			uslub_report_bad_free("double free", "free", p, c);
 		set_next(c, p, s->local_free);
@@ -863,10 +895,36 @@ bool uslub_slab_is_valid(struct page_desc *s, const char **why)
 	return true;
 }
 
-/* ---- thread teardown ------------------------------------------------------------- */
+/* ---- sheaves and thread teardown ------------------------------------------------ */
+
+/* The objects were counted as freed when they went into the sheaf, so sending them on
+ * counts nothing again. */
+void uslub_sheaves_flush(struct uslub_thread *t, bool final)
+{
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		struct cache_cpu *cc = &t->cpu[i];
+		struct uslub_cache *c = &uslub_caches[i];
+		if (final)
+			cc->sheaf_cap = 0;
+		while (cc->sheaf_count) {
+			void *p = cc->sheaf[--cc->sheaf_count];
+			struct page_desc *s = page_desc_of(p)->head;
+			uslub_stat(cc, SHEAF_FLUSH);
+			if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
+				set_next(c, p, s->local_free);
+				s->local_free = p;
+				s->local_count++;
+			} else {
+				slab_free_remote(c, s, p, t);
+				uslub_stat_add(cc, FREE_SLOWPATH, (uint64_t)-1);
+			}
+		}
+	}
+}
 
 void uslub_thread_flush(struct uslub_thread *t)
 {
+	uslub_sheaves_flush(t, true);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
 		struct uslub_cache *c = &uslub_caches[i];

@@ -31,37 +31,67 @@ static inline void *uslub_malloc_inline(size_t size)
 			uslub_stat(cc, ALLOC_FASTPATH);
 			return object;
 		}
+		unsigned n = cc->sheaf_count;
+		if (n) {
+			cc->sheaf_count = (uint16_t)(n - 1);
+			uslub_stat(cc, ALLOC_FASTPATH);
+			uslub_stat(cc, ALLOC_SHEAF);
+			return cc->sheaf[n - 1];
+		}
 	}
 	return uslub_slab_alloc_slow(size);
 }
 
 /* A free into a slab this thread holds (its current slab or one on its partial list) is a
- * push onto the slab's local list, without atomics. The pointer must be an object's start
- * inside the slab's objects and not the object freed just before: one 64x64-bit multiply
- * by the class's magic gives both answers (Lemire's test; internal.h). */
+ * push onto the slab's local list; an object of any other slab goes into the thread's
+ * sheaf of its cache while there is room. Neither takes an atomic. The pointer must be an
+ * object's start inside its slab and not the object freed just before: one 64x64-bit
+ * multiply by the class's magic gives the first answer (Lemire's test; internal.h). */
 static inline void uslub_free_inline(void *p)
 {
 	struct uslub_thread *t = uslub_tls_thread;
 	struct region *r = region_of(p);
 	struct page_desc *s;
-	if (likely(r) && likely(s = region_desc(r, p)->head) &&
-	    likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t)) {
+	if (likely(r) && likely(s = region_desc(r, p)->head)) {
 		/* The offset in the slab: the descriptor's place in the region, times 64, is
 		 * the slab's place. */
 		uint64_t off = ((uintptr_t)p - ((uintptr_t)s << DESC_SHIFT)) & REGION_MASK;
+		struct cache_cpu *cc = &t->cpu[s->cls];
 		uint64_t magic = uslub_class_magic[s->cls];
 		unsigned __int128 m = (unsigned __int128)off * magic;
-		void *local = s->local_free;
-		if (likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects) &&
-		    likely(p != local)) {
-			*(void **)p = local;
-			s->local_free = p;
-			s->local_count++;
-			uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
-			return;
+		if (likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects)) {
+			struct uslub_thread *owner = __atomic_load_n(&s->owner, __ATOMIC_RELAXED);
+			if (likely(owner == t)) {
+				void *local = s->local_free;
+				if (likely(p != local)) {
+					*(void **)p = local;
+					s->local_free = p;
+					s->local_count++;
+					uslub_stat(cc, FREE_FASTPATH);
+					return;
+				}
+			} else if (likely(__atomic_load_n(&s->kind, __ATOMIC_RELAXED) ==
+					  PAGE_SLAB)) {
+				/* A large block's descriptor may carry an old class: kind decides.
+				 */
+				unsigned n = cc->sheaf_count;
+				if (likely(n < cc->sheaf_cap) &&
+				    likely(!n || ((uintptr_t)cc->sheaf[n - 1] ^ (uintptr_t)p) >=
+						     USLUB_PAGE_SIZE)) {
+					cc->sheaf[n] = p;
+					cc->sheaf_count = (uint16_t)(n + 1);
+					uslub_stat(cc, FREE_FASTPATH);
+					uslub_stat(cc, FREE_SHEAF);
+					return;
+				}
+			}
 		}
 	}
 	uslub_slab_free_slow(p);
 }
+
+/* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves
+ * (thread exit). */
+void uslub_sheaves_flush(struct uslub_thread *t, bool final);
 
 #endif

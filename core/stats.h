@@ -39,6 +39,9 @@
 	X(CPU_PARTIAL_FREE, cpu_partial_free)	    /* a free put a full slab on it */             \
 	X(CPU_PARTIAL_NODE, cpu_partial_node)	    /* slabs moved node -> thread partial */       \
 	X(CPU_PARTIAL_DRAIN, cpu_partial_drain)	    /* thread partial list drained to node */      \
+	X(ALLOC_SHEAF, alloc_sheaf)		    /* ... of those: from the thread's sheaf */    \
+	X(FREE_SHEAF, free_sheaf)		    /* another slab's object kept in the sheaf */  \
+	X(SHEAF_FLUSH, sheaf_flush)		    /* sheaf objects sent back to their slabs */   \
 	X(SAMPLE_REQUESTS, sample_requests)	    /* slow-path allocations whose size ... */     \
 	X(SAMPLE_REQUESTED_BYTES, sample_requested_bytes) /* ... was recorded: their sum */
 /* clang-format on */

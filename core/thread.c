@@ -134,6 +134,8 @@ struct uslub_thread *uslub_thread_create(void)
 		memset(t, 0, sizeof(*t));
 	t->state = THREAD_LIVE;
 	t->node = uslub_node_current();
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		t->cpu[i].sheaf_cap = (uint16_t)uslub_caches[i].sheaf_capacity;
 	registry_add(t);
 	uslub_tls_thread = t;
 	/* May allocate (for keys past the first 32) and so come back here: by now the

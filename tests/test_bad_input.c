@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #endif
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -24,6 +25,9 @@
 #include "test_util.h"
 
 static char global_buffer[256];
+
+/* A case's exit status when what it needs is not there (reported, not failed). */
+#define CASE_SKIPPED 77
 
 static void case_free_stack(void)
 {
@@ -67,8 +71,10 @@ static void case_free_slab_tail(void)
 	uintptr_t bytes = (uintptr_t)4096 << ci.order;
 	uintptr_t base = (uintptr_t)p & ~(bytes - 1);
 	uintptr_t tail = base + (uintptr_t)ci.objects_per_slab * 96;
-	if (tail >= base + bytes)
-		_exit(4); /* no tail: the case cannot be made */
+	/* A debug cache (USLUB_DEBUG, or every cache under a sanitizer) lays out slots with
+	 * red zones: there this address is inside the objects, and the case cannot be made. */
+	if (ci.objects_per_slab != bytes / 96 || tail >= base + bytes)
+		_exit(CASE_SKIPPED);
 	FREE(tu_opaque((void *)tail));
 }
 
@@ -78,6 +84,28 @@ static void case_double_free(void)
 	if (p == NULL)
 		_exit(3);
 	memset(p, 3, 64);
+	FREE(p);
+	FREE(tu_opaque(p));
+}
+
+static void *allocate_64(void *arg)
+{
+	*(void **)arg = MALLOC(64);
+	return NULL;
+}
+
+/* Another thread's object, freed twice by this one: the first free keeps it in this
+ * thread's sheaf, the second must still be caught. */
+static void case_double_free_sheaf(void)
+{
+	void *p = NULL;
+	pthread_t t;
+	if (pthread_create(&t, NULL, allocate_64, &p) != 0)
+		_exit(3);
+	pthread_join(t, NULL);
+	FREE(MALLOC(64)); /* this thread's state, and its sheaves */
+	if (p == NULL)
+		_exit(3);
 	FREE(p);
 	FREE(tu_opaque(p));
 }
@@ -120,6 +148,10 @@ static const struct bad_case cases[] = {
      1,
      {"invalid pointer", "kmalloc-96"}},
     {"double free of a 64-byte block", case_double_free, 1, {"double free", "kmalloc-64"}},
+    {"double free of another thread's 64-byte block",
+     case_double_free_sheaf,
+     1,
+     {"double free", "kmalloc-64"}},
     {"realloc(stack address)", case_realloc_stack, 1, {"invalid pointer", NULL}},
     {"valid free and realloc (control)", case_valid, 0, {"valid operations done", NULL}},
 };
@@ -194,6 +226,10 @@ int main(int argc, char **argv)
 		char out[8192];
 		int status = run_case(c, out, sizeof(out));
 		one_line(out);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == CASE_SKIPPED) {
+			tu_section("%s: skipped, the layout it needs is not in use", c->name);
+			continue;
+		}
 		if (c->expect_abort) {
 			tu_section("%s: SIGABRT, stderr has \"%s\"%s%s%s", c->name, c->expect[0],
 				   c->expect[1] ? " and \"" : "", c->expect[1] ? c->expect[1] : "",

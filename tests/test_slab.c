@@ -3,7 +3,11 @@
  * freezes it onto the freeing thread's partial list; other threads' frees land on the
  * remote list; the thread partial list stays within cpu_partial_slabs, spilling to the
  * node list; an empty slab goes back to the page allocator once the node keeps
- * min_partial; an exiting thread lets go of every slab it held. */
+ * min_partial; an exiting thread lets go of every slab it held. Those run with the sheaves
+ * closed; then the sheaves: another slab's object freed into the thread's sheaf without
+ * touching the slab, handed out again from it, the overflow taking the slab way, and the
+ * sheaf flushed back by malloc_trim and by thread exit, each object counted once. */
+#include "check.h"
 #include "internal.h"
 #include "unit.h"
 #include "uslub.h"
@@ -201,15 +205,205 @@ static void thread_exit_flush(void)
 	free(h);
 }
 
+/* ---- sheaves --------------------------------------------------------------------- */
+
+static uint32_t open_capacity[USLUB_NR_CLASSES];
+
+/* New threads take their sheaf capacity from the caches; this one is set here. */
+static void set_sheaves(bool open)
+{
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		uslub_caches[i].sheaf_capacity = open ? open_capacity[i] : 0;
+		uslub_tls_thread->cpu[i].sheaf_cap = (uint16_t)uslub_caches[i].sheaf_capacity;
+	}
+}
+
+struct batch {
+	size_t size;
+	unsigned n;
+	void *objs[4096];
+};
+
+static void *allocate_batch(void *arg)
+{
+	struct batch *b = arg;
+	for (unsigned i = 0; i < b->n; i++)
+		b->objs[i] = uslub_malloc(b->size);
+	return NULL;
+}
+
+/* n objects of `size` allocated by a thread that then exits: their slabs are no one's. */
+static struct batch *foreign_objects(size_t size, unsigned n)
+{
+	struct batch *b = calloc(1, sizeof(*b));
+	b->size = size;
+	b->n = n;
+	pthread_t t;
+	pthread_create(&t, NULL, allocate_batch, b);
+	pthread_join(t, NULL);
+	return b;
+}
+
+static uint64_t live_checked(void)
+{
+	struct uslub_check c;
+	uint64_t errors = uslub_check_heap(&c, -1);
+	EXPECT(errors == 0, "heap walk: %lu inconsistencies", (unsigned long)errors);
+	return c.live_objects;
+}
+
+static void free_into_thread_sheaf(void *arg)
+{
+	struct batch *b = arg;
+	uslub_free(uslub_malloc(16)); /* a thread gets its state, and sheaves, on a malloc */
+	for (unsigned i = 0; i < b->n; i++)
+		uslub_free(b->objs[i]);
+	EXPECT(uslub_tls_thread->cpu[uslub_size_to_class(b->size)].sheaf_count > 0,
+	       "the exiting thread's sheaf holds objects");
+}
+
+static void *free_and_exit(void *arg)
+{
+	free_into_thread_sheaf(arg);
+	return NULL;
+}
+
+static void sheaves(void)
+{
+	/* kmalloc-192: a class this thread has not touched, so its freelist is empty and an
+	 * allocation looks at the sheaf. */
+	const size_t size = 192;
+	unsigned k = uslub_size_to_class(size);
+	if (uslub_caches[k].debug) {
+		printf("  sheaves: skipped, a debug cache (USLUB_DEBUG, a sanitizer) has none\n");
+		return;
+	}
+	struct cache_cpu *cc = &uslub_tls_thread->cpu[k];
+	unsigned cap = cc->sheaf_cap;
+	EXPECT(cap > 0 && cap <= SHEAF_MAX, "kmalloc-192 sheaf capacity %u", cap);
+	EXPECT(cc->freelist == NULL && cc->sheaf_count == 0, "nothing cached for kmalloc-192");
+
+	/* One object from each of cap + 5 slabs, which no thread holds: the free fast path
+	 * sends two objects of one page in a row to the slab, not to the sheaf. */
+	struct batch *b = foreign_objects(size, 4096);
+	void *pick[SHEAF_MAX + 5];
+	unsigned npick = 0;
+	for (unsigned i = 0; i < b->n && npick < cap + 5; i++)
+		if (!npick || slab_of(b->objs[i]) != slab_of(pick[npick - 1]))
+			pick[npick++] = b->objs[i];
+	EXPECT(npick == cap + 5, "%u objects from different slabs", npick);
+	uint64_t live0 = live_checked();
+	struct page_desc *s0 = slab_of(pick[0]);
+	uint32_t inuse0 = w_inuse(atomic_load(&s0->word));
+	uint64_t ff = cc->stat[USLUB_STAT_FREE_FASTPATH], fs = cc->stat[USLUB_STAT_FREE_SHEAF];
+	uint64_t fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
+	for (unsigned i = 0; i < npick; i++)
+		uslub_free(pick[i]);
+	EXPECT(cc->sheaf_count == cap, "sheaf filled to its capacity (%u of %u)", cc->sheaf_count,
+	       cap);
+	EXPECT(cc->sheaf[cap - 1] == pick[cap - 1], "in the order freed");
+	EXPECT(w_inuse(atomic_load(&s0->word)) == inuse0 && s0->owner == NULL,
+	       "a sheaf free leaves its slab alone");
+	EXPECT(cc->stat[USLUB_STAT_FREE_SHEAF] == fs + cap, "free_sheaf counted %u",
+	       (unsigned)(cc->stat[USLUB_STAT_FREE_SHEAF] - fs));
+	EXPECT(cc->stat[USLUB_STAT_FREE_FASTPATH] == ff + cap, "sheaf frees are fast-path frees");
+	EXPECT(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl + 5, "the overflow went to the slabs");
+	EXPECT(live_checked() == live0 - cap - 5, "sheaf objects are not live");
+
+	/* Last in, first out, before any slab is looked at. */
+	uint64_t as = cc->stat[USLUB_STAT_ALLOC_SHEAF], af = cc->stat[USLUB_STAT_ALLOC_FASTPATH];
+	void *p = uslub_malloc(size);
+	EXPECT(p == pick[cap - 1], "the last object freed comes back first");
+	EXPECT(cc->stat[USLUB_STAT_ALLOC_SHEAF] == as + 1 &&
+		   cc->stat[USLUB_STAT_ALLOC_FASTPATH] == af + 1,
+	       "alloc_sheaf and alloc_fastpath counted");
+	EXPECT(cc->slab == NULL, "no slab taken for it");
+	uslub_free(p);
+	EXPECT(cc->sheaf_count == cap && cc->sheaf[cap - 1] == p, "freed back into the sheaf");
+
+	/* malloc_trim sends the sheaf back; the frees are not counted twice. */
+	uint64_t flush = cc->stat[USLUB_STAT_SHEAF_FLUSH];
+	fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
+	uint64_t in_use = 0;
+	struct uslub_totals tot;
+	uslub_get_totals(&tot);
+	in_use = tot.in_use;
+	uslub_malloc_trim(0);
+	EXPECT(cc->sheaf_count == 0, "malloc_trim emptied the sheaf");
+	EXPECT(cc->stat[USLUB_STAT_SHEAF_FLUSH] == flush + cap, "sheaf_flush counted");
+	EXPECT(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl, "flushed objects not counted as frees");
+	uslub_get_totals(&tot);
+	EXPECT(tot.in_use == in_use, "in_use unchanged by the flush");
+	EXPECT(live_checked() == live0 - cap - 5, "flushed objects are free in their slabs");
+
+	/* Two objects of one page in a row: the first waits in the sheaf, the second finds
+	 * its slab full and freezes it for this thread (put_cpu_partial), and the slab takes
+	 * the first back onto its local list. */
+	void *x = NULL, *y = NULL;
+	for (unsigned i = 1; i < b->n && !x; i++) {
+		struct page_desc *sx = slab_of(b->objs[i]);
+		if (((uintptr_t)b->objs[i] ^ (uintptr_t)b->objs[i - 1]) < 4096 &&
+		    sx == slab_of(b->objs[i - 1]) && sx->owner == NULL &&
+		    w_inuse(atomic_load(&sx->word)) == sx->objects)
+			x = b->objs[i - 1], y = b->objs[i];
+	}
+	EXPECT(x != NULL, "two objects of one page in a full slab");
+	if (x) {
+		struct page_desc *sx = slab_of(x);
+		flush = cc->stat[USLUB_STAT_SHEAF_FLUSH];
+		uslub_free(x);
+		EXPECT(cc->sheaf_count == 1 && cc->sheaf[0] == x, "the first went into the sheaf");
+		uslub_free(y);
+		EXPECT(cc->sheaf_count == 0, "the second took the first back out");
+		EXPECT(sx->owner == uslub_tls_thread && frozen(sx), "the slab is frozen for us");
+		EXPECT(sx->local_free == x && sx->local_count == 1, "x on its local list");
+		EXPECT(cc->stat[USLUB_STAT_SHEAF_FLUSH] == flush + 1, "sheaf_flush counted");
+		EXPECT(live_checked() == live0 - cap - 7, "both are free");
+	}
+	for (unsigned i = 0; i < b->n; i++) {
+		bool freed = b->objs[i] == x || b->objs[i] == y;
+		for (unsigned j = 0; j < npick && !freed; j++)
+			freed = b->objs[i] == pick[j];
+		if (!freed)
+			uslub_free(b->objs[i]);
+	}
+	free(b);
+
+	/* An exiting thread's sheaf goes back to the slabs with it. */
+	b = foreign_objects(size, 8);
+	live0 = live_checked();
+	pthread_t t;
+	pthread_create(&t, NULL, free_and_exit, b);
+	pthread_join(t, NULL);
+	EXPECT(live_checked() == live0 - 8, "an exited thread's sheaf objects are free");
+	for (unsigned i = 0; i < 8; i++)
+		EXPECT(slab_of(b->objs[i])->owner == NULL, "no slab names the exited thread");
+	free(b);
+
+	/* A large block is not a slab object, whatever class its descriptor once had. */
+	void *big = uslub_malloc(64 << 10);
+	uslub_free(big);
+	unsigned found = 0;
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		for (unsigned j = 0; j < uslub_tls_thread->cpu[i].sheaf_count; j++)
+			found += uslub_tls_thread->cpu[i].sheaf[j] == big;
+	EXPECT(found == 0, "a large block never enters a sheaf");
+}
+
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up and this thread's state */
 	cls = uslub_size_to_class(SIZE);
 	cache = &uslub_caches[cls];
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		open_capacity[i] = uslub_caches[i].sheaf_capacity;
+	set_sheaves(false);
 	current_and_full();
 	remote_frees();
 	partial_bound_and_discard();
 	thread_exit_flush();
+	set_sheaves(true);
+	sheaves();
 	EXPECT(uslub_pages_check(0) == 0, "page allocator consistent at the end");
 	return unit_summary("test_slab");
 }
