@@ -62,7 +62,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	bool cold = d->flags & PF_COLD;
 	if (npages < (1UL << order))
 		uslub_pages_free_range(d + npages, (1UL << order) - npages);
-	d->kind = PAGE_LARGE;
+	__atomic_store_n(&d->kind, PAGE_LARGE, __ATOMIC_RELAXED);
 	d->objects = (uint16_t)npages;
 	d->order = (uint8_t)order;
 	d->owner = NULL;
@@ -92,7 +92,7 @@ void uslub_large_free(struct page_desc *d, void *p)
 		t->lcache[npages][t->lcache_count[npages]++] = d;
 		return;
 	}
-	d->kind = PAGE_UNUSED;
+	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	uslub_pages_free_range(d, npages);
 }
 
@@ -102,7 +102,7 @@ void uslub_large_cache_drain(struct uslub_thread *t)
 		while (t->lcache_count[n]) {
 			struct page_desc *d = t->lcache[n][--t->lcache_count[n]];
 			d->flags = 0;
-			d->kind = PAGE_UNUSED;
+			__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 			uslub_pages_free_range(d, n);
 		}
 	}

@@ -65,7 +65,7 @@ static void mapped_add(uint64_t bytes)
 
 static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags)
 {
-	d->kind = PAGE_FREE;
+	__atomic_store_n(&d->kind, PAGE_FREE, __ATOMIC_RELAXED);
 	d->order = (uint8_t)order;
 	d->flags = (uint8_t)flags;
 	d->head = NULL;
@@ -92,7 +92,7 @@ static void list_remove(struct uslub_node *n, struct page_desc *d)
 		n->warm_free_pages -= 1UL << order;
 		n->nr_warm[order]--;
 	}
-	d->kind = PAGE_UNUSED;
+	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 }
 
 /* Put one naturally aligned block back and merge it with free buddies, under the lock. */
@@ -100,7 +100,7 @@ static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, 
 {
 	while (order < USLUB_MAX_ORDER) {
 		struct page_desc *b = buddy_of(d, order);
-		if (b->kind != PAGE_FREE || b->order != order)
+		if (__atomic_load_n(&b->kind, __ATOMIC_RELAXED) != PAGE_FREE || b->order != order)
 			break;
 		list_remove(n, b);
 		/* Merged halves: cold only if both are; released (uncounted) only if both
@@ -121,7 +121,7 @@ static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, 
 		}
 		flags &= b->flags;
 		if (b < d) {
-			d->kind = PAGE_UNUSED;
+			__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 			d = b;
 		}
 		order++;
@@ -405,7 +405,7 @@ static struct page_desc *free_block_of(struct page_desc *d)
 		if (start < FIRST_PAGE)
 			return NULL;
 		struct page_desc *h = d - (idx - start);
-		if (h->kind == PAGE_FREE && h->order == o)
+		if (__atomic_load_n(&h->kind, __ATOMIC_RELAXED) == PAGE_FREE && h->order == o)
 			return h;
 	}
 	return NULL;
@@ -578,7 +578,8 @@ int uslub_pages_check(unsigned node)
 				bad |= 2; /* not naturally aligned */
 			if (o < USLUB_MAX_ORDER) {
 				struct page_desc *b = buddy_of(d, o);
-				if (b->kind == PAGE_FREE && b->order == o)
+				if (__atomic_load_n(&b->kind, __ATOMIC_RELAXED) == PAGE_FREE &&
+				    b->order == o)
 					bad |= 4; /* two free buddies left unmerged */
 			}
 			for (size_t i = 1; i < (1UL << o) && i < 64; i++)

@@ -126,7 +126,7 @@ struct uslub_thread *uslub_thread_create(void)
 	bool cold = d->flags & PF_COLD;
 	for (size_t i = 1; i < (1UL << order); i++)
 		d[i].head = d;
-	d->kind = PAGE_META;
+	__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
 	d->order = (uint8_t)order;
 	d->head = d;
 	struct uslub_thread *t = page_address(d);
@@ -180,7 +180,7 @@ static void thread_exit(void *arg)
 	uslub_stats_fold(t);
 	registry_del(t);
 	struct page_desc *d = page_desc_of(t);
-	d->kind = PAGE_UNUSED;
+	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	uslub_pages_free(d, d->order);
 }
 
