@@ -104,6 +104,7 @@ struct region {
 	struct uslub_node *node;
 	struct region *next;
 	size_t grown; /* pages [FIRST_PAGE, grown) belong to the buddy */
+	unsigned nid; /* the NUMA node (its zones share it), for slabs' node lists */
 };
 _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits");
 

@@ -141,6 +141,7 @@ static struct region *region_new(struct uslub_node *n)
 	}
 	struct region *r = base;
 	r->node = n;
+	r->nid = (unsigned)(n - uslub_nodes) % MAX_NODES;
 	r->grown = FIRST_PAGE;
 	if (uslub_topo.real_multi)
 		uslub_os_bind(base, REGION_SIZE, (unsigned)(n - uslub_nodes) % MAX_NODES);

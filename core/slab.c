@@ -89,7 +89,7 @@ void *uslub_slab_next_free(const struct uslub_cache *c, void *object)
 static inline unsigned slab_nid(struct page_desc *s)
 {
 	/* A slab may sit in a region of its node's large-block zone (borrowed pages). */
-	return (unsigned)(region_of(s)->node - uslub_nodes) % MAX_NODES;
+	return region_of(s)->nid;
 }
 
 /* A slab belongs to the node of its region, whichever thread frees into it. */
