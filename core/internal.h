@@ -153,6 +153,7 @@ struct uslub_node {
 	uint64_t grows;
 	uint64_t nowait_misses; /* high-order tries that found nothing at hand */
 	uint64_t reclaims;	/* GFP_RECLAIM hand-backs at the cap */
+	uint64_t runs;		/* large blocks made of neighbouring smaller free blocks */
 	uint64_t released_bytes;
 	uint64_t release_calls;
 	uint64_t region_count;
@@ -198,6 +199,10 @@ void uslub_pages_free(struct page_desc *d, unsigned order);
 void uslub_pages_free_range(struct page_desc *d, size_t npages);
 /* Take pages [d, d + npages) out of the free lists if all are free; 0 on success. */
 int uslub_pages_claim(struct page_desc *d, size_t npages);
+/* npages for a large block from the zone's free blocks only: out of one block of the
+ * order that holds them (its tail given back; its flags kept), else a run of neighbouring
+ * smaller ones (flags 0); NULL if neither is free. */
+struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages);
 /* Release warm free pages to the OS until at most `keep` warm pages stay free. */
 size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Warm free memory a node may keep before handing the excess back to the OS. */

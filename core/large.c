@@ -54,14 +54,20 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 			memset(p, 0, size);
 		return p;
 	}
-	struct page_desc *d = uslub_pages_alloc(LARGE_ZONE(t->node), order, 0);
+	/* What the zone has first, in one block or in neighbouring pieces; only then may the
+	 * heap grow (or the slab zone lend a block). An aligned block must be one block. */
+	struct page_desc *d =
+	    align_order ? NULL : uslub_pages_alloc_run(LARGE_ZONE(t->node), npages);
 	if (!d) {
-		errno = ENOMEM;
-		return NULL;
+		d = uslub_pages_alloc(LARGE_ZONE(t->node), order, 0);
+		if (!d) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		if (npages < (1UL << order))
+			uslub_pages_free_range(d + npages, (1UL << order) - npages);
 	}
 	bool cold = d->flags & PF_COLD;
-	if (npages < (1UL << order))
-		uslub_pages_free_range(d + npages, (1UL << order) - npages);
 	__atomic_store_n(&d->kind, PAGE_LARGE, __ATOMIC_RELAXED);
 	d->objects = (uint16_t)npages;
 	d->order = (uint8_t)order;

@@ -412,19 +412,15 @@ static struct page_desc *free_block_of(struct page_desc *d)
 	return NULL;
 }
 
-int uslub_pages_claim(struct page_desc *d, size_t npages)
+/* Takes pages [d, d + npages), all free, out of zone n's lists, giving back what the
+ * free blocks holding them have outside the range; the lock is held. -1 if a page is not
+ * free. */
+static int claim_locked(struct uslub_node *n, struct page_desc *d, size_t npages)
 {
-	struct region *r = region_of(d);
-	struct uslub_node *n = r->node;
-	if (page_index(d) + npages > r->grown)
-		return -1;
-	pthread_mutex_lock(&n->lock);
 	for (size_t i = 0; i < npages;) {
 		struct page_desc *h = free_block_of(d + i);
-		if (!h) {
-			pthread_mutex_unlock(&n->lock);
+		if (!h)
 			return -1;
-		}
 		i = (size_t)(h + (1UL << h->order) - d);
 	}
 	for (size_t i = 0; i < npages;) {
@@ -443,8 +439,76 @@ int uslub_pages_claim(struct page_desc *d, size_t npages)
 			free_range_locked(n, d + npages, (size_t)(end - (d + npages)), flags);
 		i = (size_t)(end - d);
 	}
-	pthread_mutex_unlock(&n->lock);
 	return 0;
+}
+
+int uslub_pages_claim(struct page_desc *d, size_t npages)
+{
+	struct region *r = region_of(d);
+	struct uslub_node *n = r->node;
+	if (page_index(d) + npages > r->grown)
+		return -1;
+	pthread_mutex_lock(&n->lock);
+	int rc = claim_locked(n, d, npages);
+	pthread_mutex_unlock(&n->lock);
+	return rc;
+}
+
+/* Free pages from `h` on: how many follow in a row (up to `want`), block after block. A
+ * block handed back to the OS ends the run where taking it would pass the cap. */
+static size_t run_length(struct page_desc *h, size_t want)
+{
+	struct region *r = region_of(h);
+	size_t got = 0;
+	while (got < want && page_index(h + got) < r->grown) {
+		struct page_desc *b = free_block_of(h + got);
+		if (!b || ((b->flags & PF_RELEASED) && over_limit(block_bytes(b->order))))
+			break;
+		got = (size_t)(b + (1UL << b->order) - h);
+	}
+	return got;
+}
+
+/* A large block of npages that no free block of its order can hold: neighbouring free
+ * blocks of lower orders, taken together, before the heap grows. Without this, a heap of
+ * large blocks of mixed sizes (each a power-of-two block with its tail given back) grows
+ * whenever no block of the full order is left, however much free memory lies in smaller
+ * neighbouring pieces (measured: a realloc-heavy program mapped twice its peak in use).
+ * First fit from the larger pieces down; at most RUN_TRIES blocks looked at, under the
+ * lock. */
+#define RUN_TRIES 256
+
+struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages)
+{
+	unsigned order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
+	struct uslub_node *n = &uslub_nodes[node];
+	pthread_mutex_lock(&n->lock);
+	struct page_desc *d = find_block(n, order, 0);
+	if (d) {
+		d = take_block(n, d, order);
+		if (npages < (1UL << order))
+			uslub_pages_free_range(d + npages, (1UL << order) - npages);
+		return d;
+	}
+	unsigned tries = 0;
+	for (unsigned o = order; o-- > 0 && tries < RUN_TRIES;) {
+		struct page_desc *h;
+		cds_list_for_each_entry(h, &n->free_area[o], list)
+		{
+			if (++tries > RUN_TRIES)
+				break;
+			if (run_length(h, npages) < npages)
+				continue;
+			claim_locked(n, h, npages);
+			n->runs++;
+			pthread_mutex_unlock(&n->lock);
+			h->flags = 0;
+			h->order = (uint8_t)order;
+			return h;
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	return NULL;
 }
 
 /* Descriptors inside a free block describe nothing; those filling whole pages after the

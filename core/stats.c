@@ -94,7 +94,7 @@ struct cache_snap {
 struct node_snap {
 	uint64_t free_blocks[NORDERS];
 	uint64_t free_pages, warm_free_pages, grows, nowait_misses, released, release_calls;
-	uint64_t regions, reclaims;
+	uint64_t regions, reclaims, runs;
 	uint64_t any_partial_calls, any_partial_tried, remote_slabs, remote_objects;
 	uint64_t local_partial_hits;
 };
@@ -211,6 +211,7 @@ static void take_snap(struct snap *s, bool with_smaps)
 		ns->release_calls = load(&un->release_calls) + load(&lz->release_calls);
 		ns->regions = load(&un->region_count) + load(&lz->region_count);
 		ns->reclaims = load(&un->reclaims) + load(&lz->reclaims);
+		ns->runs = load(&lz->runs);
 		ns->any_partial_calls = load(&un->any_partial_calls);
 		ns->any_partial_tried = load(&un->any_partial_tried);
 		ns->remote_slabs = load(&un->remote_slabs);
@@ -400,11 +401,11 @@ static void print_text(struct sink *o, const struct snap *s)
 		for (unsigned k = 0; k < NORDERS; k++)
 			emit(o, " %lu", ns->free_blocks[k]);
 		emit(o,
-		     "; free %lu KiB (warm %lu KiB); grows %lu, no-wait misses %lu, returned %lu "
-		     "KiB\n",
+		     "; free %lu KiB (warm %lu KiB); grows %lu, no-wait misses %lu, large runs "
+		     "%lu, returned %lu KiB\n",
 		     KIB(ns->free_pages << USLUB_PAGE_SHIFT),
 		     KIB(ns->warm_free_pages << USLUB_PAGE_SHIFT), ns->grows, ns->nowait_misses,
-		     KIB(ns->released));
+		     ns->runs, KIB(ns->released));
 		if (nn > 1)
 			emit(o,
 			     "uslub: node %u: local partial hits %lu, get_any_partial calls %lu, "
@@ -502,13 +503,14 @@ static void print_json(struct sink *o, const struct snap *s)
 		emit(o,
 		     "%s{\"node\": %u, \"partial_slabs\": %lu, \"free_pages\": %lu, "
 		     "\"warm_free_pages\": %lu, \"regions\": %lu, \"grows\": %lu, "
-		     "\"nowait_misses\": %lu, \"reclaims\": %lu, \"returned_bytes\": %lu,\n   "
+		     "\"nowait_misses\": %lu, \"reclaims\": %lu, \"large_runs\": %lu, "
+		     "\"returned_bytes\": %lu,\n   "
 		     "\"local_partial_hits\": %lu, \"get_any_partial_calls\": %lu, "
 		     "\"nodes_tried\": %lu, \"remote_slabs\": %lu, \"remote_objects\": %lu, ",
 		     n ? ",\n  " : "\n  ", n, partial, ns->free_pages, ns->warm_free_pages,
-		     ns->regions, ns->grows, ns->nowait_misses, ns->reclaims, ns->released,
-		     ns->local_partial_hits, ns->any_partial_calls, ns->any_partial_tried,
-		     ns->remote_slabs, ns->remote_objects);
+		     ns->regions, ns->grows, ns->nowait_misses, ns->reclaims, ns->runs,
+		     ns->released, ns->local_partial_hits, ns->any_partial_calls,
+		     ns->any_partial_tried, ns->remote_slabs, ns->remote_objects);
 		emit_array(o, "free_blocks", ns->free_blocks, NORDERS);
 		emit(o, "}");
 	}

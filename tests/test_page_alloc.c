@@ -109,6 +109,58 @@ static void free_range_and_claim(void)
 	EXPECT(uslub_pages_check(0) == 0, "after freeing all");
 }
 
+/* A large block that no free block of its order holds is made of neighbouring smaller
+ * free blocks before the heap grows. */
+static void large_runs(void)
+{
+	/* The slab zone: the large zone has nothing before it first grows (it borrows). The
+	 * run search is the same in both. */
+	unsigned z = 0;
+	struct uslub_node *n = &uslub_nodes[z];
+	enum { MAXHOG = 4096 };
+	static struct page_desc *hog[MAXHOG];
+	unsigned nhog = 0;
+	/* Hold every free block of order 3 and up, without growing. */
+	for (int o = USLUB_MAX_ORDER; o >= 3; o--) {
+		struct page_desc *d;
+		while (nhog < MAXHOG && (d = uslub_pages_alloc(z, (unsigned)o, GFP_NOGROW)))
+			hog[nhog++] = d;
+	}
+	EXPECT(nhog > 0 && nhog < MAXHOG, "%u blocks of order >= 3 held", nhog);
+	struct page_desc *d = hog[--nhog];
+	unsigned order = d->order;
+	/* Free 6 of its pages: they become blocks of order 2 and 1 next to each other, with
+	 * the rest of it still held. */
+	uslub_pages_free_range(d, 6);
+	EXPECT(d[0].kind == PAGE_FREE && d[0].order == 2 && d[4].kind == PAGE_FREE &&
+		   d[4].order == 1,
+	       "pages 0-3 and 4-5 free as blocks of order 2 and 1");
+	uint64_t grows = n->grows, runs = n->runs;
+	struct page_desc *r = uslub_pages_alloc_run(z, 6);
+	EXPECT(r != NULL, "6 pages from smaller neighbouring blocks");
+	EXPECT(n->grows == grows, "the zone did not grow");
+	EXPECT(n->runs == runs + 1, "large_runs counted");
+	EXPECT(uslub_pages_check(z) == 0, "zone consistent after the run");
+	if (r)
+		for (unsigned i = 0; i < 6; i++)
+			EXPECT(r[i].kind != PAGE_FREE, "page %u of the run taken", i);
+	/* With a block of the order at hand, that block serves, cut to size. */
+	uslub_pages_free_range(hog[--nhog], 1UL << order);
+	struct page_desc *b = uslub_pages_alloc_run(z, 6);
+	EXPECT(b != NULL && n->runs == runs + 1, "a whole block, not a run");
+	EXPECT(uslub_pages_check(z) == 0, "zone consistent after the cut");
+	if (b)
+		uslub_pages_free_range(b, 6);
+	if (r)
+		uslub_pages_free_range(r, 6);
+	uslub_pages_free_range(d + 6, (1UL << order) - 6);
+	while (nhog) {
+		struct page_desc *h = hog[--nhog];
+		uslub_pages_free_range(h, 1UL << h->order);
+	}
+	EXPECT(uslub_pages_check(z) == 0, "zone consistent with everything back");
+}
+
 static void release_to_os(void)
 {
 	struct page_desc *d = uslub_pages_alloc(0, 8, 0);
@@ -185,6 +237,7 @@ int main(void)
 	split_and_coalesce();
 	random_orders();
 	free_range_and_claim();
+	large_runs();
 	release_to_os();
 	os_failure();
 	return unit_summary("test_page_alloc");
