@@ -140,6 +140,8 @@ static void debug_layout(struct uslub_cache *c)
 	c->stride = pad + c->size;
 }
 
+int uslub_memcheck;
+
 void uslub_debug_init(void)
 {
 	unsigned flags;
@@ -149,8 +151,10 @@ void uslub_debug_init(void)
 	parse_debug(uslub_config.debug, &flags, &list);
 	/* Checked once: every cache then takes the slow path, which tells memcheck. */
 	unsigned all = 0;
-	if (vg_running())
+	if (vg_running()) {
 		all |= DBG_VALGRIND;
+		uslub_memcheck = 1;
+	}
 	if (USLUB_ASAN)
 		all |= DBG_ASAN;
 	if (uslub_config.harden == USLUB_HARDEN_FULL)

@@ -12,6 +12,7 @@
 #include "internal.h"
 #include "options.h"
 #include "os.h"
+#include "vg.h"
 
 #include <errno.h>
 #include <string.h>
@@ -50,6 +51,8 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		d->flags = 0;
 		atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 		void *p = page_address(d);
+		if (uslub_memcheck)
+			vg_malloclike(p, npages << USLUB_PAGE_SHIFT, 0);
 		if (zero)
 			memset(p, 0, size);
 		return p;
@@ -78,6 +81,11 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	void *p = page_address(d);
+	/* memcheck sees the whole pages, as malloc_usable_size reports them. */
+	if (uslub_memcheck && cold)
+		vg_malloclike_zeroed(p, npages << USLUB_PAGE_SHIFT);
+	else if (uslub_memcheck)
+		vg_malloclike(p, npages << USLUB_PAGE_SHIFT, 0);
 	if (zero && !cold)
 		memset(p, 0, size);
 	return p;
@@ -91,6 +99,8 @@ void uslub_large_free(struct page_desc *d, void *p)
 		uslub_report_bad_free("double free", "free", p, NULL);
 	size_t npages = d->objects;
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
+	if (uslub_memcheck)
+		vg_freelike(p, 0); /* inaccessible until the page allocator hands it out again */
 	struct uslub_thread *t = uslub_tls_thread;
 	if (npages <= LCACHE_PAGES && t->state == THREAD_LIVE &&
 	    t->lcache_count[npages] < LCACHE_DEPTH) {
@@ -126,6 +136,8 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (npages == old)
 		return p;
 	if (npages < old) {
+		if (uslub_memcheck)
+			vg_resize(p, old << USLUB_PAGE_SHIFT, npages << USLUB_PAGE_SHIFT);
 		uslub_pages_free_range(d + npages, old - npages);
 		d->objects = (uint16_t)npages;
 		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
@@ -134,6 +146,8 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (size > HUGE_THRESHOLD || uslub_pages_claim(d + old, npages - old) != 0)
 		return NULL;
 	mark_large(d, npages, old);
+	if (uslub_memcheck)
+		vg_resize(p, old << USLUB_PAGE_SHIFT, npages << USLUB_PAGE_SHIFT);
 	d->objects = (uint16_t)npages;
 	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
@@ -142,28 +156,37 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 
 /* ---- huge ------------------------------------------------------------------------ */
 
+/* A block's key is its page number plus 2 (mremap may move a block to any page): the
+ * table then holds no pointer to the block, so memcheck's leak check still finds a huge
+ * block the program lost ("definitely lost", not "still reachable"). */
 struct huge_entry {
-	uintptr_t addr; /* 0: empty; 1: deleted */
+	uintptr_t key; /* 0: empty; 1: deleted */
 	size_t len;
 };
+
+static uintptr_t huge_key(uintptr_t a)
+{
+	return (a >> USLUB_PAGE_SHIFT) + 2;
+}
 
 static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct huge_entry *huge_table;
 static size_t huge_cap, huge_used, huge_tombs;
 
-static size_t huge_hash(uintptr_t a, size_t cap)
+static size_t huge_hash(uintptr_t key, size_t cap)
 {
-	return (size_t)((a >> 21) * 0x9E3779B97F4A7C15ULL) & (cap - 1);
+	return (size_t)(key * 0x9E3779B97F4A7C15ULL) & (cap - 1);
 }
 
 static struct huge_entry *huge_find(uintptr_t a)
 {
-	if (!huge_cap)
+	if (!huge_cap || (a & (USLUB_PAGE_SIZE - 1)))
 		return NULL;
-	for (size_t i = huge_hash(a, huge_cap);; i = (i + 1) & (huge_cap - 1)) {
-		if (huge_table[i].addr == a)
+	uintptr_t key = huge_key(a);
+	for (size_t i = huge_hash(key, huge_cap);; i = (i + 1) & (huge_cap - 1)) {
+		if (huge_table[i].key == key)
 			return &huge_table[i];
-		if (huge_table[i].addr == 0)
+		if (huge_table[i].key == 0)
 			return NULL;
 	}
 }
@@ -179,10 +202,10 @@ static int huge_reserve(void)
 		if (!t)
 			return -1;
 		for (size_t i = 0; i < huge_cap; i++) {
-			uintptr_t x = huge_table[i].addr;
+			uintptr_t x = huge_table[i].key;
 			if (x > 1) {
 				size_t j = huge_hash(x, cap);
-				while (t[j].addr)
+				while (t[j].key)
 					j = (j + 1) & (cap - 1);
 				t[j] = huge_table[i];
 			}
@@ -200,12 +223,12 @@ static int huge_insert(uintptr_t a, size_t len)
 {
 	if (huge_reserve() != 0)
 		return -1;
-	size_t i = huge_hash(a, huge_cap);
-	while (huge_table[i].addr > 1)
+	size_t i = huge_hash(huge_key(a), huge_cap);
+	while (huge_table[i].key > 1)
 		i = (i + 1) & (huge_cap - 1);
-	if (huge_table[i].addr == 1)
+	if (huge_table[i].key == 1)
 		huge_tombs--;
-	huge_table[i].addr = a;
+	huge_table[i].key = huge_key(a);
 	huge_table[i].len = len;
 	huge_used++;
 	return 0;
@@ -213,7 +236,7 @@ static int huge_insert(uintptr_t a, size_t len)
 
 static void huge_erase(struct huge_entry *e)
 {
-	e->addr = 1;
+	e->key = 1;
 	huge_used--;
 	huge_tombs++;
 }
@@ -252,6 +275,8 @@ void *uslub_huge_alloc(size_t size, size_t align)
 	atomic_fetch_add(&uslub_huge_bytes, len);
 	atomic_fetch_add(&uslub_mapped_bytes, len);
 	uslub_note_in_use();
+	if (uslub_memcheck)
+		vg_malloclike_zeroed(p, len); /* a fresh mapping */
 	return p;
 }
 
@@ -275,6 +300,8 @@ int uslub_huge_free(void *p)
 	size_t len = e->len;
 	huge_erase(e);
 	pthread_mutex_unlock(&huge_lock);
+	if (uslub_memcheck)
+		vg_freelike(p, 0);
 	uslub_os_unmap(p, len);
 	atomic_fetch_sub(&uslub_huge_bytes, len);
 	atomic_fetch_sub(&uslub_mapped_bytes, len);
@@ -317,6 +344,16 @@ void *uslub_huge_realloc(void *p, size_t size)
 	huge_erase(e);
 	huge_insert((uintptr_t)q, len); /* cannot fail: room was made above */
 	pthread_mutex_unlock(&huge_lock);
+	if (uslub_memcheck && q == p) {
+		vg_resize(p, old, len);
+	} else if (uslub_memcheck) {
+		/* mremap carried the bytes' definedness over; a new block record would mark
+		 * them undefined, so the kept part is declared defined (an approximation:
+		 * uninitialised bytes moved with a huge block are no longer reported). */
+		vg_freelike(p, 0);
+		vg_malloclike(q, len, 0);
+		vg_defined(q, old < len ? old : len);
+	}
 	if (len > old) {
 		atomic_fetch_add(&uslub_huge_bytes, len - old);
 		atomic_fetch_add(&uslub_mapped_bytes, len - old);

@@ -17,6 +17,7 @@
 #include "options.h"
 #include "node.h"
 #include "os.h"
+#include "vg.h"
 
 #include <errno.h>
 #include <string.h>
@@ -234,6 +235,14 @@ static struct page_desc *take_block(struct uslub_node *n, struct page_desc *d, u
 	pthread_mutex_unlock(&n->lock);
 	d->flags = (uint8_t)(flags & PF_COLD);
 	d->order = (uint8_t)order;
+	if (uslub_memcheck) {
+		/* Pages of a freed large block were left inaccessible; fresh or handed-back
+		 * ones read as zero. */
+		if (flags & (PF_COLD | PF_RELEASED))
+			vg_defined(page_address(d), (size_t)block_bytes(order));
+		else
+			vg_undefined(page_address(d), (size_t)block_bytes(order));
+	}
 	return d;
 }
 
@@ -423,6 +432,8 @@ static int claim_locked(struct uslub_node *n, struct page_desc *d, size_t npages
 			return -1;
 		i = (size_t)(h + (1UL << h->order) - d);
 	}
+	if (uslub_memcheck)
+		vg_undefined(page_address(d), npages << USLUB_PAGE_SHIFT);
 	for (size_t i = 0; i < npages;) {
 		struct page_desc *h = free_block_of(d + i);
 		unsigned flags = h->flags;

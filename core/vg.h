@@ -23,6 +23,12 @@
 #define USLUB_ASAN 0
 #endif
 
+/* Set once at start-up (debug.c) when memcheck runs: then large and huge blocks, which
+ * no cache's slow path sees, are reported too, and pages taken from the page allocator
+ * are made accessible again (freed large blocks are left inaccessible to catch uses after
+ * free). */
+extern int uslub_memcheck;
+
 #if USLUB_HAVE_VALGRIND
 #include <valgrind/memcheck.h>
 
@@ -41,6 +47,16 @@ static inline int vg_running(void)
 static inline void vg_malloclike(void *p, size_t size, size_t rz)
 {
 	VALGRIND_MALLOCLIKE_BLOCK(p, size, rz, 0);
+}
+/* The same for memory known to be zero (fresh pages, calloc). */
+static inline void vg_malloclike_zeroed(void *p, size_t size)
+{
+	VALGRIND_MALLOCLIKE_BLOCK(p, size, 0, 1);
+}
+/* A block grown or shrunk where it is: the new tail is undefined, the cut one gone. */
+static inline void vg_resize(void *p, size_t old, size_t size)
+{
+	VALGRIND_RESIZEINPLACE_BLOCK(p, old, size, 0);
 }
 /* The block comes back: memcheck marks it inaccessible and reports a bad free. */
 static inline void vg_freelike(void *p, size_t rz)
@@ -67,6 +83,14 @@ static inline int vg_running(void)
 static inline void vg_malloclike(void *p, size_t size, size_t rz)
 {
 	(void)p, (void)size, (void)rz;
+}
+static inline void vg_malloclike_zeroed(void *p, size_t size)
+{
+	(void)p, (void)size;
+}
+static inline void vg_resize(void *p, size_t old, size_t size)
+{
+	(void)p, (void)old, (void)size;
 }
 static inline void vg_freelike(void *p, size_t rz)
 {

@@ -5,7 +5,9 @@
 #            "ERROR SUMMARY: 0 errors", no leak
 #   buggy    a use after free, a one-byte heap overflow and a leak, each on a known line:
 #            "Invalid read" at buggy.c:READ, "Invalid write" at buggy.c:WRITE, and
-#            "definitely lost" with the allocation at buggy.c:LEAK
+#            "definitely lost" with the allocation at buggy.c:LEAK; then the same for
+#            blocks above 8 KiB: a use after free of a large block and leaks of a large
+#            and a huge one (memcheck sees them by whole pages)
 # Usage: test_valgrind.sh TOOLS_USLUB LIBUSLUB CC. Exit 77 (skipped) without valgrind.
 set -uo pipefail
 
@@ -55,7 +57,17 @@ int main(void) {
 	char *p = calloc(10, 10);
 	p = realloc(p, 500);
 	p = realloc(p, 20000);
+	memset(p, 7, 20000);
+	p = realloc(p, 60000);      /* large, in place or moved */
+	p = realloc(p, 6 << 20);    /* huge */
+	p = realloc(p, 12 << 20);   /* mremap */
+	if (p[19999] != 7)          /* kept bytes stay defined */
+		return 1;
 	free(p);
+	char *z = calloc(1, 100000); /* large and zeroed */
+	if (z[99999] != 0)
+		return 1;
+	free(z);
 	for (int i = 0; i < 300; i++) /* the last thread's; the others freed theirs */
 		free(blocks[3][i]);
 	return 0;
@@ -76,6 +88,16 @@ int main(void) {
 	char *leak = malloc(100);                       /* LEAK */
 	leak[0] = c;
 	leak = NULL;
+	char *big = malloc(100000);
+	memset(big, 1, 100000);
+	free(big);
+	c = big[50000];                                 /* LARGE_READ */
+	char *bigleak = malloc(50000);                  /* LARGE_LEAK */
+	bigleak[0] = c;
+	bigleak = NULL;
+	char *hugeleak = malloc(6 << 20);               /* HUGE_LEAK */
+	hugeleak[0] = c;
+	hugeleak = NULL;
 	return 0;
 }
 C
@@ -100,7 +122,12 @@ expect "... at its line" "$work/buggy.out" "main (buggy.c:$(line_of WRITE))"
 expect "... past a 64-byte block" "$work/buggy.out" "0 bytes after a block of size 64"
 expect "leak" "$work/buggy.out" "definitely lost"
 expect "... allocated at its line" "$work/buggy.out" "main (buggy.c:$(line_of LEAK))"
-expect "three errors" "$work/buggy.out" "ERROR SUMMARY: 3 errors"
+expect "large block: use after free" "$work/buggy.out" "main (buggy.c:$(line_of LARGE_READ))"
+expect "... inside the freed block" "$work/buggy.out" "bytes inside a block of size 102,400 free'd"
+expect "large block: leak at its line" "$work/buggy.out" "main (buggy.c:$(line_of LARGE_LEAK))"
+expect "... 50,000 bytes as 13 pages" "$work/buggy.out" "53,248 bytes in 1 blocks are definitely lost"
+expect "huge block: leak at its line" "$work/buggy.out" "main (buggy.c:$(line_of HUGE_LEAK))"
+expect "six errors" "$work/buggy.out" "ERROR SUMMARY: 6 errors"
 
 if ((failures)); then
 	echo "test_valgrind: $failures failures"
