@@ -61,10 +61,26 @@ static uint64_t warm_reserve(struct uslub_node *n)
 	return bytes;
 }
 
+/* Under USLUB_MEM_LIMIT the last stretch below the cap is the callers': the replenisher
+ * takes memory (growing the heap, or taking back a block handed to the OS) only while an
+ * eighth of the cap, at least 8 MiB, would stay free of it. Otherwise it could map the
+ * last memory under the cap for its reserve just as a caller that had handed memory back
+ * at the cap grows, and that caller would get ENOMEM (seen: high_order_frag under a
+ * 768 MiB cap). */
+static bool near_cap(void)
+{
+	uint64_t limit = uslub_config.mem_limit;
+	if (!limit)
+		return false;
+	uint64_t headroom = limit / 8 > (8UL << 20) ? limit / 8 : (8UL << 20);
+	uint64_t mapped = atomic_load_explicit(&uslub_mapped_bytes, memory_order_relaxed);
+	return mapped + headroom + (USLUB_PAGE_SIZE << USLUB_MAX_ORDER) > limit;
+}
+
 static void prepare_node(unsigned node)
 {
 	struct uslub_node *n = &uslub_nodes[node];
-	while (warm_reserve(n) < reserve_target() && !atomic_load(&stop_requested)) {
+	while (warm_reserve(n) < reserve_target() && !atomic_load(&stop_requested) && !near_cap()) {
 		struct page_desc *d = uslub_pages_alloc(node, CHUNK_ORDER, GFP_COLD);
 		if (!d)
 			return; /* at the cap, or the OS said no: callers fall back meanwhile */

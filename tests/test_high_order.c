@@ -213,8 +213,32 @@ static void background(void)
 	int status = 0;
 	waitpid(pid, &status, 0);
 	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restarted in the child: %d", status);
+	/* Near the memory cap the replenisher leaves the rest to the callers: it does not
+	 * grow the heap for its reserve. */
+	uslub_pages_release(0, 0);
+	uslub_config.mem_limit = atomic_load(&uslub_mapped_bytes) + (6UL << 20);
+	uint64_t prepared = uslub_replenish_stats.blocks, wakeups = uslub_replenish_stats.wakeups;
+	uslub_replenish_kick();
+	EXPECT(wait_for(&uslub_replenish_stats.wakeups, wakeups), "woken near the cap");
+	/* Give it time to act: until its block count has stood still for 50 ms. */
+	for (int i = 0; i < 40; i++) {
+		uint64_t blocks = __atomic_load_n(&uslub_replenish_stats.blocks, __ATOMIC_RELAXED);
+		struct timespec pause = {0, 50000000};
+		nanosleep(&pause, NULL);
+		if (i >= 2 &&
+		    __atomic_load_n(&uslub_replenish_stats.blocks, __ATOMIC_RELAXED) == blocks)
+			break;
+	}
 	uslub_replenish_stop();
 	EXPECT(!uslub_replenish_running(), "stopped");
+	EXPECT(uslub_replenish_stats.blocks == prepared,
+	       "within 8 MiB of the cap it prepared nothing (%lu blocks)",
+	       (unsigned long)(uslub_replenish_stats.blocks - prepared));
+	EXPECT(atomic_load(&uslub_mapped_bytes) <= uslub_config.mem_limit, "within the cap");
+	void *big = uslub_malloc(4UL << 20);
+	EXPECT(big != NULL, "the room under the cap is the caller's");
+	uslub_free(big);
+	uslub_config.mem_limit = 0;
 	uslub_config.background = 0;
 }
 
