@@ -897,6 +897,44 @@ bool uslub_slab_is_valid(struct page_desc *s, const char **why)
 
 /* ---- sheaves and thread teardown ------------------------------------------------ */
 
+/* The thread's freelist of this cache is empty: the last object put in its sheaf, else
+ * the slow path. */
+void *uslub_sheaf_alloc(struct cache_cpu *cc, size_t size)
+{
+	unsigned n = cc->sheaf_count;
+	if (likely(n)) {
+		cc->sheaf_count = (uint16_t)(n - 1);
+		uslub_stat(cc, ALLOC_FASTPATH);
+		uslub_stat(cc, ALLOC_SHEAF);
+		return cc->sheaf[n - 1];
+	}
+	return uslub_slab_alloc_slow(size);
+}
+
+/* p is an object's start in slab s (the fast path checked), which this thread does not
+ * hold, or p is its local list's head. Into the sheaf if there is room and p is not in the
+ * page of the object put there last (two frees into one page in a row go the SLUB way,
+ * freezing the slab: see sheaf_return), else the slow path. */
+void uslub_sheaf_free(void *p, struct page_desc *s)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	/* A large block's descriptor may carry an old class: kind decides. */
+	if (likely(__atomic_load_n(&s->kind, __ATOMIC_RELAXED) == PAGE_SLAB) &&
+	    likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != t)) {
+		struct cache_cpu *cc = &t->cpu[s->cls];
+		unsigned n = cc->sheaf_count;
+		if (likely(n < cc->sheaf_cap) &&
+		    likely(!n || ((uintptr_t)cc->sheaf[n - 1] ^ (uintptr_t)p) >= USLUB_PAGE_SIZE)) {
+			cc->sheaf[n] = p;
+			cc->sheaf_count = (uint16_t)(n + 1);
+			uslub_stat(cc, FREE_FASTPATH);
+			uslub_stat(cc, FREE_SHEAF);
+			return;
+		}
+	}
+	uslub_slab_free_slow(p);
+}
+
 /* The objects were counted as freed when they went into the sheaf, so sending them on
  * counts nothing again. */
 void uslub_sheaves_flush(struct uslub_thread *t, bool final)

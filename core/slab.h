@@ -21,6 +21,11 @@ void *uslub_slab_next_free(const struct uslub_cache *c, void *object);
  * the slab's owner, every free list; false with the reason in *why. */
 bool uslub_slab_is_valid(struct page_desc *s, const char **why);
 
+/* The sheaf paths, out of line so the two fast paths above them stay as short as they
+ * were without sheaves (slab.c). */
+void *uslub_sheaf_alloc(struct cache_cpu *cc, size_t size);
+void uslub_sheaf_free(void *p, struct page_desc *s);
+
 static inline void *uslub_malloc_inline(size_t size)
 {
 	if (likely(size <= USLUB_MAX_SMALL)) {
@@ -31,22 +36,17 @@ static inline void *uslub_malloc_inline(size_t size)
 			uslub_stat(cc, ALLOC_FASTPATH);
 			return object;
 		}
-		unsigned n = cc->sheaf_count;
-		if (n) {
-			cc->sheaf_count = (uint16_t)(n - 1);
-			uslub_stat(cc, ALLOC_FASTPATH);
-			uslub_stat(cc, ALLOC_SHEAF);
-			return cc->sheaf[n - 1];
-		}
+		return uslub_sheaf_alloc(cc, size);
 	}
 	return uslub_slab_alloc_slow(size);
 }
 
 /* A free into a slab this thread holds (its current slab or one on its partial list) is a
  * push onto the slab's local list; an object of any other slab goes into the thread's
- * sheaf of its cache while there is room. Neither takes an atomic. The pointer must be an
- * object's start inside its slab and not the object freed just before: one 64x64-bit
- * multiply by the class's magic gives the first answer (Lemire's test; internal.h). */
+ * sheaf of its cache while there is room (uslub_sheaf_free). Neither takes an atomic. The
+ * pointer must be an object's start inside its slab and not the object freed just
+ * before: one 64x64-bit multiply by the class's magic gives the first answer (Lemire's
+ * test; internal.h). */
 static inline void uslub_free_inline(void *p)
 {
 	struct uslub_thread *t = uslub_tls_thread;
@@ -56,35 +56,20 @@ static inline void uslub_free_inline(void *p)
 		/* The offset in the slab: the descriptor's place in the region, times 64, is
 		 * the slab's place. */
 		uint64_t off = ((uintptr_t)p - ((uintptr_t)s << DESC_SHIFT)) & REGION_MASK;
-		struct cache_cpu *cc = &t->cpu[s->cls];
 		uint64_t magic = uslub_class_magic[s->cls];
 		unsigned __int128 m = (unsigned __int128)off * magic;
 		if (likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects)) {
-			struct uslub_thread *owner = __atomic_load_n(&s->owner, __ATOMIC_RELAXED);
-			if (likely(owner == t)) {
-				void *local = s->local_free;
-				if (likely(p != local)) {
-					*(void **)p = local;
-					s->local_free = p;
-					s->local_count++;
-					uslub_stat(cc, FREE_FASTPATH);
-					return;
-				}
-			} else if (likely(__atomic_load_n(&s->kind, __ATOMIC_RELAXED) ==
-					  PAGE_SLAB)) {
-				/* A large block's descriptor may carry an old class: kind decides.
-				 */
-				unsigned n = cc->sheaf_count;
-				if (likely(n < cc->sheaf_cap) &&
-				    likely(!n || ((uintptr_t)cc->sheaf[n - 1] ^ (uintptr_t)p) >=
-						     USLUB_PAGE_SIZE)) {
-					cc->sheaf[n] = p;
-					cc->sheaf_count = (uint16_t)(n + 1);
-					uslub_stat(cc, FREE_FASTPATH);
-					uslub_stat(cc, FREE_SHEAF);
-					return;
-				}
+			void *local = s->local_free;
+			if (likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) &&
+			    likely(p != local)) {
+				*(void **)p = local;
+				s->local_free = p;
+				s->local_count++;
+				uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
+				return;
 			}
+			uslub_sheaf_free(p, s);
+			return;
 		}
 	}
 	uslub_slab_free_slow(p);
