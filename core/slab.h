@@ -59,14 +59,17 @@ static inline void uslub_free_inline(void *p)
 		uint64_t magic = uslub_class_magic[s->cls];
 		unsigned __int128 m = (unsigned __int128)off * magic;
 		if (likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects)) {
-			void *local = s->local_free;
-			if (likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) &&
-			    likely(p != local)) {
-				*(void **)p = local;
-				s->local_free = p;
-				s->local_count++;
-				uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
-				return;
+			/* The local list is read only once the slab is known to be ours: its
+			 * owner writes it without atomics. */
+			if (likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t)) {
+				void *local = s->local_free;
+				if (likely(p != local)) {
+					*(void **)p = local;
+					s->local_free = p;
+					s->local_count++;
+					uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
+					return;
+				}
 			}
 			uslub_sheaf_free(p, s);
 			return;
