@@ -42,11 +42,13 @@ int main(void)
 	EXPECT(uslub_config.min_objects == 0 && uslub_config.high_order_wait == 0, "defaults");
 	EXPECT(uslub_config.background == 0 && uslub_config.mem_limit == 0, "defaults");
 	EXPECT(uslub_config.stats == USLUB_STATS_OFF, "stats off");
+	EXPECT(uslub_config.sheaves == SHEAF_MAX, "sheaves on, %u objects", uslub_config.sheaves);
 
-	char *good[] = {
-	    "USLUB_MIN_ORDER=1",     "USLUB_MAX_ORDER=4",	   "USLUB_MIN_OBJECTS=32",
-	    "USLUB_HIGH_ORDER=wait", "USLUB_BACKGROUND=1",	   "USLUB_MEM_LIMIT=512M",
-	    "USLUB_STATS=json",	     "USLUB_STATS_FILE=/tmp/x.%p", NULL};
+	char *good[] = {"USLUB_MIN_ORDER=1",	"USLUB_MAX_ORDER=4",
+			"USLUB_MIN_OBJECTS=32", "USLUB_HIGH_ORDER=wait",
+			"USLUB_BACKGROUND=1",	"USLUB_MEM_LIMIT=512M",
+			"USLUB_STATS=json",	"USLUB_STATS_FILE=/tmp/x.%p",
+			"USLUB_SHEAVES=0",	NULL};
 	msg = parse(good);
 	EXPECT(msg[0] == '\0', "no output for good settings: %s", msg);
 	EXPECT(uslub_config.min_order == 1 && uslub_config.max_order == 4, "orders");
@@ -56,6 +58,7 @@ int main(void)
 	       (unsigned long)uslub_config.mem_limit);
 	EXPECT(uslub_config.stats == USLUB_STATS_JSON, "json");
 	EXPECT(strcmp(uslub_config.stats_file, "/tmp/x.%p") == 0, "file");
+	EXPECT(uslub_config.sheaves == 0, "sheaves off");
 
 	char *sizes[] = {"USLUB_MEM_LIMIT=3g", "USLUB_STATS=text", NULL};
 	parse(sizes);
@@ -78,6 +81,8 @@ int main(void)
 	    {"USLUB_MEM_LIMIT=12Q", "USLUB_MEM_LIMIT"},
 	    {"USLUB_MEM_LIMIT=", "USLUB_MEM_LIMIT"},
 	    {"USLUB_STATS=maybe", "USLUB_STATS"},
+	    {"USLUB_SHEAVES=29", "USLUB_SHEAVES"},
+	    {"USLUB_SHEAVES=lots", "USLUB_SHEAVES"},
 	    {"USLUB_VERBOSE=2", "USLUB_VERBOSE"},
 	};
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -90,6 +95,9 @@ int main(void)
 	char *env1[] = {"USLUB_MAX_ORDER=11", NULL};
 	parse(env1);
 	EXPECT(uslub_config.max_order == 3, "bad max order keeps default 3");
+	char *env_sheaves[] = {"USLUB_SHEAVES=29", NULL};
+	parse(env_sheaves);
+	EXPECT(uslub_config.sheaves == SHEAF_MAX, "bad sheaf capacity keeps the default");
 	char *env2[] = {"USLUB_HIGH_ORDER=sometimes", NULL};
 	parse(env2);
 	EXPECT(uslub_config.high_order_wait == 0, "bad mode keeps nowait");
