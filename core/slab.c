@@ -47,7 +47,20 @@
  * 5. Lock order: orphan lock -> registry lock -> stat lock -> cache node list_lock ->
  *    page allocator node lock -> huge lock. In practice the list_lock is dropped before
  *    pages are freed, so list_lock and the page lock are never held together; fork
- *    takes them all in this order. */
+ *    takes them all in this order.
+ *
+ * 6. Sheaves (Linux 6.18's percpu sheaves, per thread here). A free of an object whose
+ *    slab the thread does not hold goes, while there is room, into the thread's sheaf of
+ *    that cache: a small array, no atomic, the slab untouched (the object still counts
+ *    in its slab's inuse). malloc takes from the sheaf when the thread's freelist is
+ *    empty, before any slab is looked at. Without it, a program whose threads free each
+ *    other's objects moves a full slab to the freeing thread for almost every free (the
+ *    free freezes it, the thread allocates one object from it and lets it go again).
+ *    Two frees into one page in a row skip the sheaf and freeze the slab as SLUB does,
+ *    and a slab frozen that way takes its objects back from the top of the sheaf
+ *    (sheaf_return), so a thread freeing its own objects in order still gets SLUB's
+ *    behaviour. malloc_trim and thread exit send the sheaf's objects to their slabs
+ *    (uslub_sheaves_flush). */
 #include "internal.h"
 #include "debug.h"
 #include "options.h"
