@@ -345,6 +345,15 @@ static void remove_partial(struct cache_node *n, struct page_desc *s)
 	__atomic_store_n(&n->nr_partial, n->nr_partial - 1, __ATOMIC_RELAXED);
 }
 
+/* A free by the slab's owner: onto its local list, no atomic (the fast path inlines the
+ * same for plain caches). */
+static inline void push_local(const struct uslub_cache *c, struct page_desc *s, void *p)
+{
+	set_next(c, p, s->local_free);
+	s->local_free = p;
+	s->local_count++;
+}
+
 /* The owner's free objects of a frozen slab: its local list, else its remote list. */
 static void *take_slab_freelist(struct page_desc *s)
 {
@@ -697,9 +706,7 @@ static void sheaf_return(struct uslub_cache *c, struct page_desc *s, struct uslu
 	unsigned n = cc->sheaf_count;
 	while (n && (uintptr_t)cc->sheaf[n - 1] - base < bytes) {
 		void *p = cc->sheaf[--n];
-		set_next(c, p, s->local_free);
-		s->local_free = p;
-		s->local_count++;
+		push_local(c, s, p);
 		uslub_stat(cc, SHEAF_FLUSH);
 	}
 	cc->sheaf_count = (uint16_t)n;
@@ -810,9 +817,7 @@ void uslub_slab_free_slow(void *p)
 	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
 		if (p == s->local_free || (s == cc->slab && p == cc->freelist))
 			uslub_report_bad_free("double free", "free", p, c);
-		set_next(c, p, s->local_free);
-		s->local_free = p;
-		s->local_count++;
+		push_local(c, s, p);
 		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
 	} else {
 		slab_free_remote(c, s, p, t);
@@ -962,9 +967,7 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 			struct page_desc *s = page_desc_of(p)->head;
 			uslub_stat(cc, SHEAF_FLUSH);
 			if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
-				set_next(c, p, s->local_free);
-				s->local_free = p;
-				s->local_count++;
+				push_local(c, s, p);
 			} else {
 				slab_free_remote(c, s, p, t);
 				uslub_stat_add(cc, FREE_SLOWPATH, (uint64_t)-1);
