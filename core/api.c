@@ -1,6 +1,7 @@
 /* The malloc family with glibc's semantics, over the engine. */
 #include "api.h"
 
+#include "debug.h"
 #include "os.h"
 #include "print.h"
 #include "uslub.h"
@@ -55,22 +56,26 @@ static enum block_kind classify(const void *p, const char *func, struct page_des
 	if (!s) {
 		*usable = uslub_huge_usable(p);
 		if (!*usable)
-			uslub_report_bad_free("invalid pointer", func, p, NULL);
+			uslub_report_no_block(func, p);
 		return BLOCK_HUGE;
 	}
 	if (s->kind == PAGE_LARGE) {
-		if (s->flags & PF_CACHED) /* freed, waiting in a thread's cache */
-			uslub_report_bad_free("invalid pointer", func, p, NULL);
+		size_t bytes = (size_t)s->objects << USLUB_PAGE_SHIFT;
 		if (p != page_address(s))
-			uslub_report_bad_free("invalid pointer", func, p, NULL);
+			uslub_report_bad_block("invalid pointer", func, p, "inside a large", bytes);
+		if (s->flags & PF_CACHED) /* freed, waiting in a thread's cache */
+			uslub_report_bad_block("double free", func, p, "large", bytes);
 		*usable = uslub_large_usable(s);
 		return BLOCK_LARGE;
 	}
 	if (s->kind != PAGE_SLAB)
-		uslub_report_bad_free("invalid pointer", func, p, NULL);
+		uslub_report_no_block(func, p);
+	struct uslub_cache *c = &uslub_caches[s->cls];
 	if (uslub_slab_object_start(s, p) != p)
-		uslub_report_bad_free("invalid pointer", func, p, &uslub_caches[s->cls]);
-	*usable = uslub_caches[s->cls].size;
+		uslub_report_bad_free("invalid pointer", func, p, c);
+	if (c->debug ? uslub_debug_is_free(c, (void *)p) : is_marked_free(p))
+		uslub_report_bad_free("double free", func, p, c);
+	*usable = c->size;
 	return BLOCK_SLAB;
 }
 
@@ -78,6 +83,9 @@ void *uslub_realloc_impl(void *p, size_t size)
 {
 	if (!p)
 		return uslub_malloc_inline(size);
+	struct page_desc *d;
+	size_t usable;
+	enum block_kind kind = classify(p, "realloc", &d, &usable);
 	if (size == 0) {
 		uslub_free_inline(p);
 		return NULL;
@@ -86,9 +94,6 @@ void *uslub_realloc_impl(void *p, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	struct page_desc *d;
-	size_t usable;
-	enum block_kind kind = classify(p, "realloc", &d, &usable);
 
 	switch (kind) {
 	case BLOCK_SLAB:

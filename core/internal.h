@@ -269,6 +269,10 @@ struct cache_cpu {
 	uint32_t nr_partial;
 	uint16_t sheaf_count; /* objects in sheaf[] */
 	uint16_t sheaf_cap;   /* 0 for threads without state and for debug caches */
+	/* `slab`'s first byte | log2 of its size in bytes: the pop checks that an object
+	 * decoded from a free pointer lies inside the slab before reading it (slab.c,
+	 * section 7). Valid whenever `freelist` is not NULL. */
+	uintptr_t slab_bits;
 	uint64_t stat[USLUB_NR_STATS];
 	void *sheaf[SHEAF_MAX];
 } __attribute__((aligned(512)));
@@ -316,11 +320,58 @@ void uslub_pcp_drain(struct uslub_thread *t, unsigned keep);
 extern pthread_mutex_t uslub_orphan_lock;
 extern struct uslub_thread uslub_orphan_thread;
 
+/* Free pointers and free marks of plain caches (slab.c, section 7). Set once at start-up,
+ * before the first slab. A stored free pointer is the next object's address mixed with
+ * the secret and the byte-swapped address it is stored at (the kernel's
+ * CONFIG_SLAB_FREELIST_HARDENED); `mask` is 0 with USLUB_HARDEN=off, which stores them in
+ * the clear. Every free object of a plain cache carries `mark` ^ its own address in its
+ * second word, and no allocated one does: free checks it before anything else. */
+struct uslub_keys {
+	uintptr_t secret;
+	uintptr_t mask;
+	uintptr_t mark;
+};
+extern struct uslub_keys uslub_keys;
+
+static inline uintptr_t link_key(const void *slot)
+{
+	return ((uintptr_t)__builtin_bswap64((uint64_t)(uintptr_t)slot) ^ uslub_keys.secret) &
+	       uslub_keys.mask;
+}
+static inline void *link_get(const void *object)
+{
+	return (void *)(*(const uintptr_t *)object ^ link_key(object));
+}
+static inline void link_set(void *object, const void *next)
+{
+	*(uintptr_t *)object = (uintptr_t)next ^ link_key(object);
+}
+static inline bool is_marked_free(const void *object)
+{
+	return ((const uintptr_t *)object)[1] == (uslub_keys.mark ^ (uintptr_t)object);
+}
+static inline void mark_free(void *object)
+{
+	((uintptr_t *)object)[1] = uslub_keys.mark ^ (uintptr_t)object;
+}
+static inline void mark_allocated(void *object)
+{
+	((uintptr_t *)object)[1] = 0;
+}
+
 /* Reports a bad pointer and aborts. */
 __attribute__((noreturn)) void uslub_report_bad_free(const char *what, const char *func,
 						     const void *p, const struct uslub_cache *c);
+/* The same for a large or huge block (`kind` "large" or "huge"), which has no cache. */
+__attribute__((noreturn)) void uslub_report_bad_block(const char *what, const char *func,
+						      const void *p, const char *kind,
+						      size_t bytes);
 /* Where an object of `c` begins if `p` is one, else NULL. */
 void *uslub_slab_object_start(struct page_desc *s, const void *p);
+/* A free pointer that leads out of its slab, or a list longer than its slab: reported
+ * with the cache and the slab, and the program stops. */
+__attribute__((noreturn)) void uslub_report_corrupt(const char *what, const struct uslub_cache *c,
+						    const void *slab, const void *p);
 
 /* ---- large and huge (large.c) --------------------------------------------------- */
 
@@ -335,6 +386,12 @@ void *uslub_huge_alloc(size_t size, size_t align);
 /* Nonzero and the mapping's usable size if p is a huge block. */
 size_t uslub_huge_usable(const void *p);
 int uslub_huge_free(void *p);
+/* p was a huge block among the last ones freed. */
+bool uslub_huge_was_freed(const void *p);
+/* A pointer with no live block behind it: a second free of a block whose memory went
+ * back (its pages free, or its huge mapping gone) is reported as a double free, anything
+ * else as an invalid pointer. Stops the program. */
+__attribute__((noreturn)) void uslub_report_no_block(const char *func, const void *p);
 void *uslub_huge_realloc(void *p, size_t size);
 void uslub_huge_lock(void);
 void uslub_huge_unlock(void);

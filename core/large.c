@@ -93,11 +93,13 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 
 void uslub_large_free(struct page_desc *d, void *p)
 {
-	if (p != page_address(d))
-		uslub_report_bad_free("invalid pointer", "free", p, NULL);
-	if (d->flags & PF_CACHED)
-		uslub_report_bad_free("double free", "free", p, NULL);
 	size_t npages = d->objects;
+	if (p != page_address(d))
+		uslub_report_bad_block("invalid pointer", "free", p, "inside a large",
+				       npages << USLUB_PAGE_SHIFT);
+	if (d->flags & PF_CACHED)
+		uslub_report_bad_block("double free", "free", p, "large",
+				       npages << USLUB_PAGE_SHIFT);
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	if (uslub_memcheck)
 		vg_freelike(p, 0); /* inaccessible until the page allocator hands it out again */
@@ -173,6 +175,34 @@ static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct huge_entry *huge_table;
 static size_t huge_cap, huge_used, huge_tombs;
 
+/* The last huge blocks freed, by key, so a second free of one is called a double free
+ * rather than a foreign pointer. Under huge_lock. */
+#define HUGE_FREED 64
+static uintptr_t huge_freed[HUGE_FREED];
+static unsigned huge_freed_next;
+
+static void huge_note_freed(uintptr_t a)
+{
+	huge_freed[huge_freed_next++ % HUGE_FREED] = huge_key(a);
+}
+
+static void huge_forget_freed(uintptr_t a)
+{
+	for (unsigned i = 0; i < HUGE_FREED; i++)
+		if (huge_freed[i] == huge_key(a))
+			huge_freed[i] = 0;
+}
+
+bool uslub_huge_was_freed(const void *p)
+{
+	bool found = false;
+	pthread_mutex_lock(&huge_lock);
+	for (unsigned i = 0; i < HUGE_FREED && !found; i++)
+		found = huge_freed[i] == huge_key((uintptr_t)p);
+	pthread_mutex_unlock(&huge_lock);
+	return found;
+}
+
 static size_t huge_hash(uintptr_t key, size_t cap)
 {
 	return (size_t)(key * 0x9E3779B97F4A7C15ULL) & (cap - 1);
@@ -231,6 +261,7 @@ static int huge_insert(uintptr_t a, size_t len)
 	huge_table[i].key = huge_key(a);
 	huge_table[i].len = len;
 	huge_used++;
+	huge_forget_freed(a);
 	return 0;
 }
 
@@ -299,6 +330,7 @@ int uslub_huge_free(void *p)
 	}
 	size_t len = e->len;
 	huge_erase(e);
+	huge_note_freed((uintptr_t)p);
 	pthread_mutex_unlock(&huge_lock);
 	if (uslub_memcheck)
 		vg_freelike(p, 0);

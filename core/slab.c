@@ -60,7 +60,34 @@
  *    and a slab frozen that way takes its objects back from the top of the sheaf
  *    (sheaf_return), so a thread freeing its own objects in order still gets SLUB's
  *    behaviour. malloc_trim and thread exit send the sheaf's objects to their slabs
- *    (uslub_sheaves_flush). */
+ *    (uslub_sheaves_flush).
+ *
+ * 7. Bad frees and protected free pointers. A free object may sit on a thread freelist,
+ *    a local list, a remote list or any thread's sheaf, and only the owner may walk the
+ *    first two, so "is p already free?" cannot be answered by walking lists. Instead,
+ *    every free object of a plain cache carries a mark in its second word - a secret
+ *    drawn at start-up, xor'ed with the object's address - written when the object is
+ *    freed (and when a new slab is threaded), cleared when it is handed out. Every free
+ *    path checks it first, so a double free is caught whichever list or sheaf the first
+ *    free put the object on, also after its thread exited and in a slab whose objects are
+ *    all free. This is glibc's tcache key, made per object: with the address mixed in, a
+ *    mark copied elsewhere (the program reading freed memory) is not a mark there, so a
+ *    match needs no confirming walk, and the program cannot make one without the secret.
+ *    Large blocks are caught by their state (cached, or their pages free), huge ones by a
+ *    ring of the last 64 unmapped. A debug cache keeps the state in its metadata.
+ *
+ *    Free pointers are stored mixed with a second secret and the byte-swapped address
+ *    they are stored at (the kernel's CONFIG_SLAB_FREELIST_HARDENED; glibc's
+ *    safe-linking), so a use after free that writes a pointer steers nothing: the value
+ *    decodes to an address outside the slab. The pop checks that each object it is about
+ *    to read lies inside the thread's current slab (slabs are aligned to their size, so
+ *    cache_cpu keeps the slab's address and log2 size in one word); walks of other lists
+ *    check each link names an object of the slab and stop after `objects` steps, so a
+ *    corrupted list is reported ("corrupted free list"), never followed forever.
+ *    USLUB_HARDEN=off stores the pointers in the clear (for comparison); the marks and
+ *    the checks stay. Two threads freeing one object at the same instant can both pass
+ *    the mark check, as with glibc: the remote list's CAS then catches the case where
+ *    it is still the list's head, and a slab's inuse never goes below zero. */
 #include "internal.h"
 #include "debug.h"
 #include "options.h"
@@ -77,6 +104,7 @@
 
 struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
 uint64_t uslub_class_magic[USLUB_NR_CLASSES];
+struct uslub_keys uslub_keys;
 
 /* Free pointers: at the object's start in a plain cache; in a debug cache in the slot's
  * metadata, where debug.c decodes and checks them. */
@@ -84,14 +112,38 @@ static inline void *get_next(const struct uslub_cache *c, void *object)
 {
 	if (unlikely(c->debug))
 		return uslub_debug_get_next(c, object);
-	return *(void **)object;
+	return link_get(object);
 }
 static inline void set_next(const struct uslub_cache *c, void *object, void *next)
 {
 	if (unlikely(c->debug))
 		uslub_debug_set_next(c, object, next);
 	else
-		*(void **)object = next;
+		link_set(object, next);
+}
+
+/* The next object on a free list of slab s, checked: a link that does not name an
+ * object of s stops the program instead of being followed (walks of lists the fast
+ * path does not pop: deactivation, the consistency walker). */
+static inline void *get_next_checked(const struct uslub_cache *c, struct page_desc *s, void *object)
+{
+	void *next = get_next(c, object);
+	if (unlikely(next) && unlikely(uslub_slab_object_start(s, next) != next))
+		uslub_report_corrupt("free pointer outside its slab", c, page_address(s), object);
+	return next;
+}
+
+/* A free object of a plain cache carries its mark; a debug cache keeps the state in
+ * its metadata instead (debug.c). */
+static inline void mark_free_plain(const struct uslub_cache *c, void *object)
+{
+	if (likely(!c->debug))
+		mark_free(object);
+}
+
+static inline uintptr_t slab_bits(struct page_desc *s)
+{
+	return (uintptr_t)page_address(s) | (USLUB_PAGE_SHIFT + s->order);
 }
 
 void *uslub_slab_next_free(const struct uslub_cache *c, void *object)
@@ -141,8 +193,14 @@ void uslub_caches_init(void)
 		c->offset = 0;
 		uslub_class_name(i, c->name);
 	}
-	/* Which caches debug, and their slot layout. */
+	/* Which caches debug, and their slot layout; it seeds uslub_debug_random. */
 	uslub_debug_init();
+	/* The keys never change once a slab exists: every free pointer and mark depends on
+	 * them. The mark is odd, so no aligned address xor'ed with it is 0, the value a
+	 * fresh allocation leaves in the word. */
+	uslub_keys.secret = uslub_debug_random();
+	uslub_keys.mask = uslub_config.harden == USLUB_HARDEN_OFF ? 0 : UINTPTR_MAX;
+	uslub_keys.mark = uslub_debug_random() | 1;
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
@@ -220,19 +278,25 @@ static void *thread_freelist(struct uslub_cache *c, char *first, unsigned object
 		uslub_debug_set_next(c, p, NULL);
 		return head;
 	}
+	/* Each object gets its free mark too: a free of an object the slab never handed
+	 * out is a double free as well. */
 	if (step == 1 && start == 0) {
-		for (; p + delta < end; p += delta)
-			*(void **)p = p + delta;
+		for (; p + delta < end; p += delta) {
+			link_set(p, p + delta);
+			mark_free(p);
+		}
 	} else {
 		/* The walk ends at the object one step before the head. */
 		char *last = first + (start + objects - step) % objects * c->stride;
 		while (p != last) {
 			char *q = p + delta >= end ? p + delta - span : p + delta;
-			*(void **)p = q;
+			link_set(p, q);
+			mark_free(p);
 			p = q;
 		}
 	}
-	*(void **)p = NULL;
+	link_set(p, NULL);
+	mark_free(p);
 	return head;
 }
 
@@ -350,6 +414,7 @@ static void remove_partial(struct cache_node *n, struct page_desc *s)
 static inline void push_local(const struct uslub_cache *c, struct page_desc *s, void *p)
 {
 	set_next(c, p, s->local_free);
+	mark_free_plain(c, p);
 	s->local_free = p;
 	s->local_count++;
 }
@@ -389,11 +454,12 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 	void *mine = s->local_free;
 	uint32_t nfree = s->local_count;
 	if (fl) {
-		void *p = fl;
+		void *p = fl, *q;
 		nfree++;
-		while (get_next(c, p)) {
-			p = get_next(c, p);
-			nfree++;
+		while ((q = get_next_checked(c, s, p))) {
+			p = q;
+			if (unlikely(++nfree > s->objects))
+				uslub_report_corrupt("free list longer than its slab", c, base, fl);
 		}
 		set_next(c, p, mine);
 		mine = fl;
@@ -409,6 +475,9 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 	for (;;) {
 		old = atomic_load_explicit(&s->word, memory_order_acquire);
 		remote = decode(w_head(old), base);
+		if (unlikely(nfree > w_inuse(old)))
+			uslub_report_corrupt("more free objects than the slab holds", c, base,
+					     mine);
 		inuse = w_inuse(old) - nfree;
 		if ((mine || remote) && !locked) {
 			pthread_mutex_lock(&n->list_lock);
@@ -421,8 +490,14 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 			 * this snapshot stays put while the walk runs. */
 			void *tail = remote;
 			void *next;
-			while ((next = get_next(c, tail)) && next != mine)
+			unsigned steps = 0;
+			while ((next = get_next_checked(c, s, tail)) && next != mine) {
 				tail = next; /* a retry finds the link it made */
+				if (unlikely(++steps > s->objects))
+					uslub_report_corrupt(
+					    "remote free list longer than its slab", c, base,
+					    remote);
+			}
 			set_next(c, tail, mine);
 			head = remote;
 		}
@@ -569,7 +644,8 @@ static void *alloc_refill(struct uslub_thread *t, unsigned cls)
 
 	if (object) {
 		/* Filled meanwhile: the thread was just set up, or a recursion refilled. */
-		cc->freelist = get_next(c, object);
+		cc->freelist = get_next_checked(c, cc->slab, object);
+		mark_allocated(object);
 		uslub_stat(cc, ALLOC_FASTPATH);
 		return object;
 	}
@@ -641,7 +717,9 @@ load:
 		s->local_count = n;
 		return fl;
 	}
-	cc->freelist = get_next(c, fl);
+	cc->slab_bits = slab_bits(s);
+	cc->freelist = get_next_checked(c, s, fl);
+	mark_allocated(fl);
 	return fl;
 }
 
@@ -727,9 +805,12 @@ static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p
 	for (;;) {
 		old = atomic_load_explicit(&s->word, memory_order_relaxed);
 		prior = w_head(old);
-		if (unlikely(prior == encode(p, base)))
+		/* The mark caught every double free before here; an empty slab or p at the
+		 * list's head means one raced with another free of p. */
+		if (unlikely(prior == encode(p, base)) || unlikely(!w_inuse(old)))
 			uslub_report_bad_free("double free", "free", p, c);
 		set_next(c, p, decode(prior, base));
+		mark_free_plain(c, p);
 		inuse = w_inuse(old) - 1;
 		frozen = old & W_FROZEN;
 		new = w_make(encode(p, base), inuse, frozen);
@@ -794,7 +875,7 @@ void uslub_slab_free_slow(void *p)
 	struct page_desc *s = region_of(p) ? page_desc_of(p)->head : NULL;
 	if (!s) {
 		if (!uslub_huge_free(p))
-			uslub_report_bad_free("invalid pointer", "free", p, NULL);
+			uslub_report_no_block("free", p);
 		errno = saved;
 		return;
 	}
@@ -804,19 +885,16 @@ void uslub_slab_free_slow(void *p)
 		return;
 	}
 	if (s->kind != PAGE_SLAB)
-		uslub_report_bad_free("invalid pointer", "free", p, NULL);
+		uslub_report_no_block("free", p);
 	struct uslub_cache *c = &uslub_caches[s->cls];
 	if (uslub_slab_object_start(s, p) != p)
 		uslub_report_bad_free("invalid pointer", "free", p, c);
 	if (unlikely(c->debug))
 		uslub_debug_free(c, s, p, __builtin_return_address(0));
-	struct uslub_thread *t = uslub_tls_thread;
-	struct cache_cpu *cc = &t->cpu[s->cls];
-	if (cc->sheaf_count && cc->sheaf[cc->sheaf_count - 1] == p)
+	else if (is_marked_free(p))
 		uslub_report_bad_free("double free", "free", p, c);
+	struct uslub_thread *t = uslub_tls_thread;
 	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
-		if (p == s->local_free || (s == cc->slab && p == cc->freelist))
-			uslub_report_bad_free("double free", "free", p, c);
 		push_local(c, s, p);
 		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
 	} else {
@@ -843,6 +921,55 @@ __attribute__((noreturn)) void uslub_report_bad_free(const char *what, const cha
 			uslub_debug_report(c, s, object, what, p);
 		}
 	}
+	abort();
+}
+
+__attribute__((noreturn)) void uslub_report_bad_block(const char *what, const char *func,
+						      const void *p, const char *kind, size_t bytes)
+{
+	uslub_message("uslub: %s(): %s %p (%s block of %zu bytes)\n", func, what, p, kind, bytes);
+	abort();
+}
+
+void uslub_report_no_block(const char *func, const void *p)
+{
+	struct region *r = region_of(p);
+	if (r) {
+		/* Pages of the region's body that are free held a block once; the region's
+		 * descriptors never did. */
+		size_t page = ((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT;
+		if (page >= FIRST_PAGE && !((uintptr_t)p & 15)) {
+			uslub_message("uslub: %s(): double free %p (its pages are free: the block "
+				      "was freed before)\n",
+				      func, p);
+			abort();
+		}
+	} else if (uslub_huge_was_freed(p)) {
+		uslub_message("uslub: %s(): double free %p (huge block, already unmapped)\n", func,
+			      p);
+		abort();
+	}
+	uslub_report_bad_free("invalid pointer", func, p, NULL);
+}
+
+void uslub_double_free(void *p, struct page_desc *s)
+{
+	uslub_report_bad_free("double free", "free", p, &uslub_caches[s->cls]);
+}
+
+void uslub_freelist_corrupt(struct cache_cpu *cc, void *object)
+{
+	struct page_desc *s = cc->slab;
+	uslub_report_corrupt("free pointer outside its slab", &uslub_caches[s->cls],
+			     page_address(s), object);
+}
+
+__attribute__((noreturn)) void uslub_report_corrupt(const char *what, const struct uslub_cache *c,
+						    const void *slab, const void *p)
+{
+	uslub_message("uslub: corrupted free list in cache %s (slab %p): %s, at %p; "
+		      "an object was written after it was freed\n",
+		      c->name, slab, what, p);
 	abort();
 }
 
@@ -921,10 +1048,12 @@ void *uslub_sheaf_alloc(struct cache_cpu *cc, size_t size)
 {
 	unsigned n = cc->sheaf_count;
 	if (likely(n)) {
+		void *object = cc->sheaf[n - 1];
 		cc->sheaf_count = (uint16_t)(n - 1);
+		mark_allocated(object);
 		uslub_stat(cc, ALLOC_FASTPATH);
 		uslub_stat(cc, ALLOC_SHEAF);
-		return cc->sheaf[n - 1];
+		return object;
 	}
 	return uslub_slab_alloc_slow(size);
 }
@@ -941,8 +1070,11 @@ void uslub_sheaf_free(void *p, struct page_desc *s)
 	    likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != t)) {
 		struct cache_cpu *cc = &t->cpu[s->cls];
 		unsigned n = cc->sheaf_count;
+		if (unlikely(is_marked_free(p)))
+			uslub_double_free(p, s);
 		if (likely(n < cc->sheaf_cap) &&
 		    likely(!n || ((uintptr_t)cc->sheaf[n - 1] ^ (uintptr_t)p) >= USLUB_PAGE_SIZE)) {
+			mark_free(p);
 			cc->sheaf[n] = p;
 			cc->sheaf_count = (uint16_t)(n + 1);
 			uslub_stat(cc, FREE_FASTPATH);

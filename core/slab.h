@@ -26,13 +26,23 @@ bool uslub_slab_is_valid(struct page_desc *s, const char **why);
 void *uslub_sheaf_alloc(struct cache_cpu *cc, size_t size);
 void uslub_sheaf_free(void *p, struct page_desc *s);
 
+/* An object popped from a thread freelist lies outside the slab: its free pointer was
+ * overwritten (slab.c, section 7). */
+__attribute__((noreturn)) void uslub_freelist_corrupt(struct cache_cpu *cc, void *object);
+/* free of an object already free (its mark says so): reported, the program stops. */
+__attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
+
 static inline void *uslub_malloc_inline(size_t size)
 {
 	if (likely(size <= USLUB_MAX_SMALL)) {
 		struct cache_cpu *cc = &uslub_tls_thread->cpu[uslub_size_to_class(size)];
 		void *object = cc->freelist;
 		if (likely(object)) {
-			cc->freelist = *(void **)object;
+			uintptr_t bits = cc->slab_bits;
+			if (unlikely(((uintptr_t)object ^ bits) >> (bits & 63)))
+				uslub_freelist_corrupt(cc, object);
+			cc->freelist = link_get(object);
+			mark_allocated(object);
 			uslub_stat(cc, ALLOC_FASTPATH);
 			return object;
 		}
@@ -44,9 +54,9 @@ static inline void *uslub_malloc_inline(size_t size)
 /* A free into a slab this thread holds (its current slab or one on its partial list) is a
  * push onto the slab's local list; an object of any other slab goes into the thread's
  * sheaf of its cache while there is room (uslub_sheaf_free). Neither takes an atomic. The
- * pointer must be an object's start inside its slab and not the object freed just
- * before: one 64x64-bit multiply by the class's magic gives the first answer (Lemire's
- * test; internal.h). */
+ * pointer must be an object's start inside its slab - one 64x64-bit multiply by the
+ * class's magic tells (Lemire's test; internal.h) - and not already free: every free
+ * object carries its mark, whichever list or sheaf it is on (slab.c, section 7). */
 static inline void uslub_free_inline(void *p)
 {
 	struct uslub_thread *t = uslub_tls_thread;
@@ -60,16 +70,21 @@ static inline void uslub_free_inline(void *p)
 		unsigned __int128 m = (unsigned __int128)off * magic;
 		if (likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects)) {
 			/* The local list is read only once the slab is known to be ours: its
-			 * owner writes it without atomics. */
+			 * owner writes it without atomics. Only a slab has an owner, so the
+			 * mark is looked at in slab objects only. */
 			if (likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t)) {
-				void *local = s->local_free;
-				if (likely(p != local)) {
-					*(void **)p = local;
-					s->local_free = p;
-					s->local_count++;
-					uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
-					return;
-				}
+				/* The keys are read before the stores into p, which the
+				 * compiler cannot tell apart from them. */
+				uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
+				uintptr_t key = link_key(p);
+				if (unlikely(((uintptr_t *)p)[1] == mark))
+					uslub_double_free(p, s);
+				((uintptr_t *)p)[0] = (uintptr_t)s->local_free ^ key;
+				((uintptr_t *)p)[1] = mark;
+				s->local_free = p;
+				s->local_count++;
+				uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
+				return;
 			}
 			uslub_sheaf_free(p, s);
 			return;

@@ -8,6 +8,14 @@
  *   free(p + 8), p 64-byte block "invalid pointer", "kmalloc-64"
  *   free(p); free(p), 64 bytes   "double free", "kmalloc-64"
  *   realloc(stack address)       "invalid pointer"
+ * and the double frees DESIGN.md section 6 names: free(a); free(b); free(a) in one thread
+ * (16 and 64 bytes), of a running thread's objects and of an exited thread's, into a slab
+ * emptied by remote frees, of large blocks (cached, and with their pages given back), of
+ * a huge block, and through realloc - each "double free" with the cache or block kind.
+ * A use after free that overwrites a free pointer must be reported as a corrupted free
+ * list, both when malloc would follow it (to a global) and when a thread's exit walks it.
+ * meson runs the file again with USLUB_SHEAVES=0 (frees go onto remote lists) and
+ * USLUB_HARDEN=off (free pointers stored in the clear).
  * A last case frees and reallocs valid blocks the same way and must exit 0, so a child
  * that aborts for any reason cannot pass for a detection.
  *
@@ -52,6 +60,24 @@ static void case_free_interior(void)
 
 /* A slab's objects rarely fill it: kmalloc-96 leaves a tail. Its first byte is a multiple
  * of 96 from the slab's start, but no object's; freeing it must not hand the tail out. */
+/* The cache's geometry, or the case skips when the cache has a debug layout (USLUB_DEBUG,
+ * or every cache in a sanitizer build), where free pointers live outside the object. */
+static void plain_cache(const char *name, size_t size, struct uslub_cache_info *ci)
+{
+	typedef int (*info_fn)(const char *, struct uslub_cache_info *);
+#ifdef USLUB_PREFIXED
+	info_fn info = uslub_cache_info;
+#else
+	info_fn info = NULL;
+	void *sym = dlsym(RTLD_DEFAULT, "uslub_cache_info");
+	memcpy(&info, &sym, sizeof(info));
+#endif
+	if (info == NULL || info(name, ci) != 0)
+		_exit(3);
+	if (ci->objects_per_slab != ((size_t)4096 << ci->order) / size)
+		_exit(CASE_SKIPPED);
+}
+
 static void case_free_slab_tail(void)
 {
 	typedef int (*info_fn)(const char *, struct uslub_cache_info *);
@@ -110,6 +136,224 @@ static void case_double_free_sheaf(void)
 	FREE(tu_opaque(p));
 }
 
+/* free(a); free(b); free(a): the second free of a comes after another free, so a is not
+ * at the head of any list - glibc's tcache key case. `size` picks the cache; 16 bytes is
+ * the smallest object, where the mark fills the second of its two words. */
+static void double_free_between(size_t size)
+{
+	unsigned char *a = MALLOC(size), *b = MALLOC(size);
+	if (a == NULL || b == NULL)
+		_exit(3);
+	memset(a, 3, size);
+	memset(b, 3, size);
+	FREE(a);
+	FREE(b);
+	FREE(tu_opaque(a));
+}
+
+static void case_double_free_between_64(void)
+{
+	double_free_between(64);
+}
+
+static void case_double_free_between_16(void)
+{
+	double_free_between(16);
+}
+
+/* Objects of another thread's slab, on different pages (so the sheaf takes both), made by
+ * a thread that then waits (hold = 1) or exits (hold = 0). */
+struct foreign {
+	void *a, *b;
+	size_t size;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stop;
+};
+
+static void *make_foreign(void *arg)
+{
+	struct foreign *f = arg;
+	void *objs[512];
+	unsigned n = 0;
+	for (; n < 512; n++)
+		objs[n] = MALLOC(f->size);
+	f->a = objs[0];
+	for (unsigned i = 1; i < n; i++)
+		if (((uintptr_t)objs[i] ^ (uintptr_t)objs[0]) >= 4096 && !f->b)
+			f->b = objs[i];
+		else if (i > 0)
+			FREE(objs[i]);
+	pthread_mutex_lock(&f->lock);
+	f->stop = f->stop == 0 ? 1 : f->stop;
+	pthread_cond_broadcast(&f->cond);
+	while (f->stop == 1)
+		pthread_cond_wait(&f->cond, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+static struct foreign foreign;
+
+static void start_foreign(size_t size, int exit_first)
+{
+	pthread_t t;
+	foreign.size = size;
+	pthread_mutex_init(&foreign.lock, NULL);
+	pthread_cond_init(&foreign.cond, NULL);
+	foreign.stop = exit_first ? 2 : 0; /* 2: return as soon as the objects are made */
+	if (pthread_create(&t, NULL, make_foreign, &foreign) != 0)
+		_exit(3);
+	if (exit_first) {
+		pthread_join(t, NULL);
+	} else {
+		pthread_mutex_lock(&foreign.lock);
+		while (foreign.stop == 0)
+			pthread_cond_wait(&foreign.cond, &foreign.lock);
+		pthread_mutex_unlock(&foreign.lock);
+	}
+	if (foreign.a == NULL || foreign.b == NULL)
+		_exit(3);
+	FREE(MALLOC(size)); /* this thread's own state and sheaves */
+}
+
+/* Another thread's objects, the thread still running: with sheaves the frees go to this
+ * thread's sheaf, without them onto the slab's remote list. */
+static void case_double_free_foreign(void)
+{
+	start_foreign(64, 0);
+	FREE(foreign.a);
+	FREE(foreign.b);
+	FREE(tu_opaque(foreign.a));
+}
+
+/* The same after the owning thread exited. */
+static void case_double_free_orphan(void)
+{
+	start_foreign(64, 1);
+	FREE(foreign.a);
+	FREE(foreign.b);
+	FREE(tu_opaque(foreign.a));
+}
+
+/* Every object of another thread's slab freed by this one, then one of them again: the
+ * slab's inuse would underflow into its frozen bit. */
+static void *fill_slab(void *arg)
+{
+	void **objs = arg;
+	for (unsigned i = 0; i < 64; i++)
+		objs[i] = MALLOC(256);
+	return NULL;
+}
+
+static void case_double_free_empty_slab(void)
+{
+	void *objs[64];
+	pthread_t t;
+	if (pthread_create(&t, NULL, fill_slab, objs) != 0)
+		_exit(3);
+	pthread_join(t, NULL);
+	for (unsigned i = 0; i < 64; i++)
+		FREE(objs[i]);
+	/* Let the sheaf go, so the objects reach their slabs. */
+	MALLOC_TRIM(0);
+	FREE(tu_opaque(objs[17]));
+}
+
+static void case_double_free_large(void)
+{
+	FREE(MALLOC(16)); /* the thread's state, with its large-block cache */
+	void *p = MALLOC(20000);
+	if (p == NULL)
+		_exit(3);
+	FREE(p);
+	FREE(tu_opaque(p));
+}
+
+/* Above the per-thread large cache: the pages go straight back. */
+static void case_double_free_large_uncached(void)
+{
+	void *p = MALLOC(300000);
+	if (p == NULL)
+		_exit(3);
+	FREE(p);
+	FREE(tu_opaque(p));
+}
+
+static void case_double_free_huge(void)
+{
+	void *p = MALLOC(6 << 20);
+	if (p == NULL)
+		_exit(3);
+	FREE(p);
+	FREE(tu_opaque(p));
+}
+
+static void case_realloc_freed(void)
+{
+	void *a = MALLOC(64), *b = MALLOC(64);
+	if (a == NULL || b == NULL)
+		_exit(3);
+	FREE(a);
+	FREE(b);
+	void *q = REALLOC(tu_opaque(a), 200);
+	FREE(q);
+}
+
+/* A use after free that overwrites the free pointer with the address of a global: the
+ * next allocations must not hand out the global (glibc's safe-linking catches this). */
+static void case_steer_freelist(void)
+{
+	struct uslub_cache_info ci;
+	plain_cache("kmalloc-64", 64, &ci);
+	void *p = MALLOC(64);
+	if (p == NULL)
+		_exit(3);
+	FREE(p);
+	void *volatile *slot = tu_opaque(p);
+	*slot = global_buffer;
+	for (unsigned i = 0; i < 1000; i++) {
+		void *q = MALLOC(64);
+		if ((char *)q >= global_buffer &&
+		    (char *)q < global_buffer + sizeof(global_buffer)) {
+			fputs("malloc handed out a global\n", stderr);
+			_exit(4);
+		}
+	}
+	_exit(5);
+}
+
+/* Every free object of a thread's current slab overwritten with its own address (with
+ * USLUB_HARDEN=off that is a cycle of one; with the links protected, a link out of the
+ * slab): the thread's exit, which walks its freelist, must report it, not follow it
+ * forever. */
+static void *smash_freelist(void *arg)
+{
+	struct uslub_cache_info *ci = arg;
+	unsigned char *a = MALLOC(64);
+	if (a == NULL)
+		_exit(3);
+	uintptr_t bytes = (uintptr_t)4096 << ci->order;
+	uintptr_t base = (uintptr_t)a & ~(bytes - 1);
+	for (unsigned i = 0; i < ci->objects_per_slab; i++) {
+		void *volatile *o = tu_opaque((void *)(base + (uintptr_t)i * 64));
+		if ((unsigned char *)o != a)
+			*o = (void *)o;
+	}
+	return a;
+}
+
+static void case_corrupt_list_exit(void)
+{
+	static struct uslub_cache_info ci;
+	plain_cache("kmalloc-64", 64, &ci);
+	pthread_t t;
+	if (pthread_create(&t, NULL, smash_freelist, &ci) != 0)
+		_exit(3);
+	pthread_join(t, NULL);
+	_exit(6);
+}
+
 static void case_realloc_stack(void)
 {
 	char local[64];
@@ -152,6 +396,47 @@ static const struct bad_case cases[] = {
      case_double_free_sheaf,
      1,
      {"double free", "kmalloc-64"}},
+    {"free(a); free(b); free(a), 64 bytes",
+     case_double_free_between_64,
+     1,
+     {"double free", "kmalloc-64"}},
+    {"free(a); free(b); free(a), 16 bytes",
+     case_double_free_between_16,
+     1,
+     {"double free", "kmalloc-16"}},
+    {"free(a); free(b); free(a) of a running thread's objects",
+     case_double_free_foreign,
+     1,
+     {"double free", "kmalloc-64"}},
+    {"free(a); free(b); free(a) of an exited thread's objects",
+     case_double_free_orphan,
+     1,
+     {"double free", "kmalloc-64"}},
+    {"double free into another thread's slab emptied by this one",
+     case_double_free_empty_slab,
+     1,
+     {"double free", "kmalloc-256"}},
+    {"double free of a large block (cached)",
+     case_double_free_large,
+     1,
+     {"uslub: free(): double free 0x", "large block"}},
+    {"double free of a large block (pages given back)",
+     case_double_free_large_uncached,
+     1,
+     {"uslub: free(): double free 0x", NULL}},
+    {"double free of a huge block",
+     case_double_free_huge,
+     1,
+     {"uslub: free(): double free 0x", "huge"}},
+    {"realloc of a freed block", case_realloc_freed, 1, {"realloc", "double free"}},
+    {"free pointer overwritten with a global's address",
+     case_steer_freelist,
+     1,
+     {"corrupted free list in cache kmalloc-64", NULL}},
+    {"free pointer overwritten, then the thread exits",
+     case_corrupt_list_exit,
+     1,
+     {"corrupted free list in cache kmalloc-64", NULL}},
     {"realloc(stack address)", case_realloc_stack, 1, {"invalid pointer", NULL}},
     {"valid free and realloc (control)", case_valid, 0, {"valid operations done", NULL}},
 };

@@ -5,7 +5,8 @@
  * posix_memalign, aligned_alloc, memalign, valloc, pvalloc, free, a usable-size check
  * (the bytes between the size asked for and the usable size are written), a hand-off to
  * a second thread (which frees the block, or allocates one for the slot, so frees cross
- * threads both ways) and malloc_trim. The model holds each slot's size, alignment and
+ * threads both ways), malloc_trim, and an injected double free (a block freed, another
+ * one freed, then the first again in a forked child, which must stop with the report). The model holds each slot's size, alignment and
  * pattern seed; after every step the slot is checked - contents, alignment, usable size,
  * no overlap with another live block - and at the end every block is checked and freed,
  * and the heap walker (core/check.c) must find every page accounted for and nothing left
@@ -18,11 +19,15 @@
 #include "uslub.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define NSLOTS	32
 #define CHECKED 4096 /* pattern bytes at each end of a block */
@@ -184,9 +189,49 @@ static void release(unsigned k)
 	slots[k].p = NULL;
 }
 
+/* The injected double free: slot k's block is freed, then slot j's (if live, so the
+ * second free of k does not follow the first), and a forked child frees k's pointer
+ * again. The child must stop with "double free" on stderr and SIGABRT; the parent's heap
+ * is untouched by it. Forking is slow, so only one step in 32 or so gets here. */
+static void inject_double_free(unsigned k, unsigned j)
+{
+	unsigned char *stale = slots[k].p;
+	release(k);
+	if (j != k && slots[j].p)
+		release(j);
+	int fds[2];
+	REQUIRE(pipe(fds) == 0);
+	fflush(stderr);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		signal(SIGABRT, SIG_DFL);
+		dup2(fds[1], 2);
+		uslub_free(stale);
+		_exit(0);
+	}
+	close(fds[1]);
+	char out[1024];
+	size_t len = 0;
+	ssize_t n;
+	while (len < sizeof(out) - 1 && (n = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0)
+		len += (size_t)n;
+	out[len] = '\0';
+	close(fds[0]);
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(out, "double free"))) {
+		fprintf(stderr, "fuzz_alloc: double free of %p not reported (status %#x): %s\n",
+			(void *)stale, status, out);
+		abort();
+	}
+}
+
 static void step(struct input *in, uint8_t seq)
 {
-	unsigned op = byte(in) % 12, k = byte(in) % NSLOTS;
+	unsigned op = byte(in) % 13, k = byte(in) % NSLOTS;
 	unsigned sel = byte(in), v = byte(in) | byte(in) << 8;
 	size_t size = decode_size(sel, v);
 	size_t align = 1;
@@ -277,8 +322,12 @@ static void step(struct input *in, uint8_t seq)
 			break;
 		}
 		return;
-	default:
+	case 11:
 		uslub_malloc_trim(sel & 1 ? 0 : (size_t)v << 12);
+		return;
+	default:
+		if (s->p && sel % 3 == 0)
+			inject_double_free(k, v % NSLOTS);
 		return;
 	}
 	REQUIRE(p != NULL); /* nothing asked for here is beyond memory */
