@@ -121,9 +121,12 @@ def say(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+ALSO = []  # --also NAME=LIB: more allocators (another uslub build, before a change)
+
+
 def allocators(build, names=None):
     result = []
-    for name, lib, _ in PEERS:
+    for name, lib, _ in PEERS + [(n, l, None) for n, l in ALSO]:
         if name == "uslub":
             lib = os.path.join(build, "libuslub.so")
         if names and name not in names:
@@ -788,6 +791,9 @@ def main():
     ap.add_argument("--out", required=True, help="where results go")
     ap.add_argument("--uslub-version", help="how the report names the uslub measured "
                     "(default: this tree's git commit)")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=LIB",
+                    help="one more allocator to preload, side by side with the others "
+                    "(e.g. uslub-before=../old/build-bench/libuslub.so)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("suite")
     s.add_argument("--quick", action="store_true")
@@ -801,6 +807,11 @@ def main():
     args = ap.parse_args()
     global USLUB_VERSION
     USLUB_VERSION = args.uslub_version
+    for spec in args.also:
+        name, sep, lib = spec.partition("=")
+        if not sep or not name or not lib:
+            sys.exit("bench: --also takes NAME=LIB, not %r" % spec)
+        ALSO.append((name, os.path.abspath(lib)))
     args.build = os.path.abspath(args.build)
     args.out = os.path.abspath(args.out)
     if getattr(args, "runs", 1) < 1:
