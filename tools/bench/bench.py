@@ -196,6 +196,13 @@ def workloads(build, out):
                            "thread's object on its own cache line?"),
         c("high_order_frag", "a quarter of a 512 MiB heap kept at random places, then "
                              "hackbench-like messages between thread groups"),
+        c("glibc_thread1", "glibc's thread-benchmark pattern: 1024-block working set, "
+                           "4 B-32 KiB with density 1/size^2, random replacement, 1 thread"),
+        c("glibc_thread2", "the same, 2 threads"),
+        c("random_replace1", "256 Ki live blocks of 16 B-1 KiB replaced at random positions, "
+                             "1 thread"),
+        c("random_replace2", "the same, 2 threads each with half the live set"),
+        c("prodcons1", "one thread allocates messages of 16 B-4 KiB, another frees them"),
     ]
     py = os.path.join(HERE, "programs", "alloc_heavy.py")
     ws.append(Workload("python3", ["/usr/bin/python3", py], ["/usr/bin/python3", py, "0.02"],

@@ -7,14 +7,19 @@
  * consumer checks it and frees it. Both sides sum the message keys, and the sums must
  * agree: a lost or duplicated message fails the run.
  *
- * Usage: prodcons [SCALE]   (messages per producer scale; 2 producers, 2 consumers) */
+ * Usage: prodcons [SCALE]   (messages per producer scale; 2 producers, 2 consumers)
+ *        prodcons1 [SCALE]  (the same with 1 producer and 1 consumer) */
 #include <sched.h>
 #include <stdatomic.h>
 
 #include "workload.h"
 
+/* prodcons1 is built with PAIRS 1: one thread allocates, one frees. */
+#ifndef PAIRS
+#define PAIRS 2
+#endif
+
 enum {
-	PAIRS = 2,
 	MESSAGES = 8000000,
 	RING = 1024, /* a power of two */
 	MIN_SIZE = 16,
