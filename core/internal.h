@@ -207,6 +207,9 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages);
 size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Warm free memory a node may keep before handing the excess back to the OS. */
 uint64_t uslub_release_threshold(void);
+/* Bind every zone's regions to their node (uslub_topo.real_multi): for the regions made
+ * before the topology was known; region_new binds the later ones. */
+void uslub_pages_bind_regions(void);
 void uslub_pages_lock_all(void);
 void uslub_pages_unlock_all(void);
 void uslub_pages_reinit_locks(void);
