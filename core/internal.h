@@ -160,6 +160,8 @@ struct uslub_node {
 	/* get_any_partial on behalf of threads of this node (atomic adds, slow path) */
 	uint64_t any_partial_calls;
 	uint64_t any_partial_tried;  /* nodes whose list was looked at */
+	uint64_t any_partial_again;  /* ... that this search had looked at already (the local
+				      * node included, get_partial's): 0 with the fix */
 	uint64_t remote_slabs;	     /* slabs taken from another node's list */
 	uint64_t remote_objects;     /* ... and the free objects they brought */
 	uint64_t local_partial_hits; /* get_partial served by the local list */
