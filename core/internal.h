@@ -160,6 +160,8 @@ struct uslub_node {
 	/* get_any_partial on behalf of threads of this node (atomic adds, slow path) */
 	uint64_t any_partial_calls;
 	uint64_t any_partial_tried;  /* nodes whose list was looked at */
+	uint64_t any_partial_again;  /* ... that this search had looked at already (the local
+				      * node included, get_partial's): 0 with the fix */
 	uint64_t remote_slabs;	     /* slabs taken from another node's list */
 	uint64_t remote_objects;     /* ... and the free objects they brought */
 	uint64_t local_partial_hits; /* get_partial served by the local list */
@@ -207,6 +209,9 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages);
 size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Warm free memory a node may keep before handing the excess back to the OS. */
 uint64_t uslub_release_threshold(void);
+/* Bind every zone's regions to their node (uslub_topo.real_multi): for the regions made
+ * before the topology was known; region_new binds the later ones. */
+void uslub_pages_bind_regions(void);
 void uslub_pages_lock_all(void);
 void uslub_pages_unlock_all(void);
 void uslub_pages_reinit_locks(void);

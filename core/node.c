@@ -5,6 +5,8 @@
  * of their own (10 local, 20 to a ring neighbour, 10 more per further step), so every
  * multi-node path runs on a one-node machine. With more simulated nodes than CPUs, threads
  * are placed on nodes in turn as they start: a simulated placement, documented as such.
+ * The auto path itself runs in the tests on emulated machines: tests/numa_emu.c stands in
+ * for libnuma (and for sched_getcpu and mbind) ahead of the real ones.
  *
  * libnuma allocates with malloc in its own start-up and in some queries, so nothing here
  * calls it from inside an allocation: start-up takes one node, and the library's
@@ -120,9 +122,15 @@ void uslub_node_discover(void)
 		uslub_topo.cpu_node[c] = (unsigned char)(node >= 0 ? (unsigned)node % n : 0);
 	}
 	uslub_topo.real_multi = true;
-	build_order();
+	/* build_order sorts nr_nodes nodes: set first, or the table stays empty and every
+	 * search visits node 0 (a bug the fake:N tests could not see). The table is complete
+	 * before uslub_nr_nodes lets other threads search more than one node. */
 	uslub_topo.nr_nodes = n;
-	uslub_nr_nodes = n;
+	build_order();
+	__atomic_store_n(&uslub_nr_nodes, n, __ATOMIC_RELEASE);
+	/* Regions made before now (for libnuma's own start-up mallocs) are node 0's and were
+	 * made unbound: bind them as region_new binds every later one. */
+	uslub_pages_bind_regions();
 }
 
 unsigned uslub_node_current(void)

@@ -22,7 +22,7 @@ void *uslub_os_remap(void *addr, size_t old_size, size_t new_size);
 /* Hand pages back: afterwards they read as zero and are not resident. */
 int uslub_os_release(void *addr, size_t size);
 
-/* Bind a range's future pages to a NUMA node (mbind, MPOL_PREFERRED). */
+/* Bind a range's future pages to a NUMA node (libnuma's mbind, MPOL_PREFERRED). */
 int uslub_os_bind(void *addr, size_t size, unsigned node);
 /* Fault the pages in now (MADV_POPULATE_WRITE, or a write to each page where the kernel
  * lacks it), so whoever touches them later takes no page fault. */

@@ -145,12 +145,25 @@ static struct region *region_new(struct uslub_node *n)
 	r->nid = (unsigned)(n - uslub_nodes) % MAX_NODES;
 	r->grown = FIRST_PAGE;
 	if (uslub_topo.real_multi)
-		uslub_os_bind(base, REGION_SIZE, (unsigned)(n - uslub_nodes) % MAX_NODES);
+		uslub_os_bind(base, REGION_SIZE, r->nid);
 	r->next = n->regions;
 	n->regions = r;
 	n->region_count++;
 	__atomic_store_n(&uslub_region_table[(uintptr_t)base >> REGION_SHIFT], r, __ATOMIC_RELEASE);
 	return r;
+}
+
+void uslub_pages_bind_regions(void)
+{
+	if (!uslub_topo.real_multi)
+		return;
+	for (unsigned z = 0; z < NR_ZONES; z++) {
+		struct uslub_node *n = &uslub_nodes[z];
+		pthread_mutex_lock(&n->lock);
+		for (struct region *r = n->regions; r; r = r->next)
+			uslub_os_bind(r, REGION_SIZE, r->nid);
+		pthread_mutex_unlock(&n->lock);
+	}
 }
 
 /* Add a block of at least 2^min_order pages to the node, under the lock: the only step

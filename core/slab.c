@@ -606,9 +606,16 @@ static struct page_desc *get_any_partial(struct uslub_cache *c, struct uslub_thr
 		return NULL;
 	struct uslub_node *me = &uslub_nodes[local];
 	__atomic_fetch_add(&me->any_partial_calls, 1, __ATOMIC_RELAXED);
+	/* Nodes this search has looked at, to count a repeat: the one thing the kernel's
+	 * fix is about, and what a wrong order table would show (tests/test_numa_emu.c). */
+	unsigned seen = 1u << local;
+	_Static_assert(MAX_NODES <= 32, "a node set fits in seen");
 	for (unsigned k = again ? 0 : 1; k < nr; k++) {
 		unsigned node = k == 0 ? local : uslub_topo.order[local][k - 1];
 		__atomic_fetch_add(&me->any_partial_tried, 1, __ATOMIC_RELAXED);
+		if (seen & (1u << node))
+			__atomic_fetch_add(&me->any_partial_again, 1, __ATOMIC_RELAXED);
+		seen |= 1u << node;
 		uint64_t found = 0;
 		struct page_desc *s = get_partial_node(c, &c->node[node], t, cc, fl, &found);
 		if (s) {

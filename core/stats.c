@@ -19,6 +19,7 @@
  *    close-on-exec fd; the dump checks that fd still is the same file before using it. */
 #include "internal.h"
 #include "live.h"
+#include "node.h"
 #include "options.h"
 #include "os.h"
 #include "print.h"
@@ -95,8 +96,10 @@ struct node_snap {
 	uint64_t free_blocks[NORDERS];
 	uint64_t free_pages, warm_free_pages, grows, nowait_misses, released, release_calls;
 	uint64_t regions, reclaims, runs;
-	uint64_t any_partial_calls, any_partial_tried, remote_slabs, remote_objects;
-	uint64_t local_partial_hits;
+	uint64_t any_partial_calls, any_partial_tried, any_partial_again, remote_slabs;
+	uint64_t remote_objects, local_partial_hits;
+	/* get_any_partial's visit order (node.h), nr_nodes() - 1 entries */
+	uint64_t search_order[MAX_NODES];
 };
 
 struct snap {
@@ -214,9 +217,12 @@ static void take_snap(struct snap *s, bool with_smaps)
 		ns->runs = load(&lz->runs);
 		ns->any_partial_calls = load(&un->any_partial_calls);
 		ns->any_partial_tried = load(&un->any_partial_tried);
+		ns->any_partial_again = load(&un->any_partial_again);
 		ns->remote_slabs = load(&un->remote_slabs);
 		ns->remote_objects = load(&un->remote_objects);
 		ns->local_partial_hits = load(&un->local_partial_hits);
+		for (unsigned k = 0; k + 1 < nn; k++)
+			ns->search_order[k] = uslub_topo.order[n][k];
 		s->tot.returned += ns->released;
 		s->tot.free_pages += ns->free_pages << USLUB_PAGE_SHIFT;
 	}
@@ -406,12 +412,16 @@ static void print_text(struct sink *o, const struct snap *s)
 		     KIB(ns->free_pages << USLUB_PAGE_SHIFT),
 		     KIB(ns->warm_free_pages << USLUB_PAGE_SHIFT), ns->grows, ns->nowait_misses,
 		     ns->runs, KIB(ns->released));
-		if (nn > 1)
+		if (nn > 1) {
 			emit(o,
 			     "uslub: node %u: local partial hits %lu, get_any_partial calls %lu, "
-			     "nodes tried %lu, remote slabs %lu\n",
+			     "nodes tried %lu (again %lu), remote slabs %lu; search order",
 			     n, ns->local_partial_hits, ns->any_partial_calls,
-			     ns->any_partial_tried, ns->remote_slabs);
+			     ns->any_partial_tried, ns->any_partial_again, ns->remote_slabs);
+			for (unsigned k = 0; k + 1 < nn; k++)
+				emit(o, " %lu", ns->search_order[k]);
+			emit(o, "\n");
+		}
 	}
 	emit(o,
 	     "uslub: totals: mapped %lu KiB (peak %lu), in use %lu KiB (peak %lu), slabs %lu "
@@ -506,11 +516,15 @@ static void print_json(struct sink *o, const struct snap *s)
 		     "\"nowait_misses\": %lu, \"reclaims\": %lu, \"large_runs\": %lu, "
 		     "\"returned_bytes\": %lu,\n   "
 		     "\"local_partial_hits\": %lu, \"get_any_partial_calls\": %lu, "
-		     "\"nodes_tried\": %lu, \"remote_slabs\": %lu, \"remote_objects\": %lu, ",
+		     "\"nodes_tried\": %lu, \"nodes_tried_again\": %lu, \"remote_slabs\": %lu, "
+		     "\"remote_objects\": %lu, ",
 		     n ? ",\n  " : "\n  ", n, partial, ns->free_pages, ns->warm_free_pages,
 		     ns->regions, ns->grows, ns->nowait_misses, ns->reclaims, ns->runs,
 		     ns->released, ns->local_partial_hits, ns->any_partial_calls,
-		     ns->any_partial_tried, ns->remote_slabs, ns->remote_objects);
+		     ns->any_partial_tried, ns->any_partial_again, ns->remote_slabs,
+		     ns->remote_objects);
+		emit_array(o, "search_order", ns->search_order, nn - 1);
+		emit(o, ", ");
 		emit_array(o, "free_blocks", ns->free_blocks, NORDERS);
 		emit(o, "}");
 	}

@@ -11,6 +11,8 @@ under LD_PRELOAD, and checks what the dump, the live page and the tools show:
   exit-thread  the dump appears, once, when a second thread calls exit()
   fork         parent and forked child each dump their own figures
   ls           coreutils closes stderr at exit: the table appears all the same
+  nodes        each node's search_order on 4 simulated nodes, in the JSON and in the node
+               lines of both tables
   mallinfo2    mallinfo2() and malloc_stats() under LD_PRELOAD report uslub's figures
   live         tools/uslub top --once reads the live page while threads come and go, its
                figures become exact once they stop, the page goes away at exit
@@ -94,6 +96,15 @@ def check_keys(d, what):
             check(k in c["counters"], "%s: cache %s has no counter %s" % (what, c["name"], k))
         check(sum(c["slabs_by_order"]) == c["slabs"], "%s: %s slabs_by_order" % (what, c["name"]))
     check(len(d["nodes"]) >= 1 and "partial_slabs" in d["nodes"][0], "%s: nodes" % what)
+    # each node's get_any_partial order: every other node once, the node itself not
+    ids = [n["node"] for n in d["nodes"]]
+    for n in d["nodes"]:
+        order = n.get("search_order")
+        check(isinstance(order, list) and
+              sorted(order) == sorted(i for i in ids if i != n["node"]),
+              "%s: node %d search_order %r" % (what, n["node"], order))
+        check(n.get("nodes_tried_again") == 0,
+              "%s: node %d nodes_tried_again %r" % (what, n["node"], n.get("nodes_tried_again")))
 
 
 def cache_rows(lines):
@@ -189,6 +200,34 @@ def test_ls():
         check(False, "ls JSON dump does not parse: %s\n%s" % (e, r.stderr[:500]))
 
 
+def test_nodes():
+    section("nodes: search_order on 4 simulated nodes, in the JSON and the text table")
+    # fake:4 is a ring at distances 20 and 30; ties keep node number order
+    want = {0: [1, 3, 2], 1: [0, 2, 3], 2: [1, 3, 0], 3: [0, 2, 1]}
+    js, text = os.path.join(TMP, "nodes.json"), os.path.join(TMP, "nodes.txt")
+    r = run(["ls", "/"], env=env(LD_PRELOAD=LIB, USLUB_NUMA="fake:4", USLUB_STATS="json",
+                                 USLUB_STATS_FILE=js))
+    check(r.returncode == 0, "ls exited %d" % r.returncode)
+    try:
+        d = json.load(open(js))
+    except (OSError, ValueError) as e:
+        check(False, "fake:4 JSON dump: %s" % e)
+        return
+    check_keys(d, "fake:4 json")
+    got = {n["node"]: n["search_order"] for n in d["nodes"]}
+    check(got == want, "fake:4 search orders %r, expected %r" % (got, want))
+    r = run(["ls", "/"], env=env(LD_PRELOAD=LIB, USLUB_NUMA="fake:4", USLUB_STATS="1",
+                                 USLUB_STATS_FILE=text))
+    p = run([TOOL, "stats", js])
+    check(p.returncode == 0, "tools/uslub stats: %s" % p.stderr)
+    for name, lines in [("library", open(text).read().splitlines()),
+                        ("tools/uslub stats", p.stdout.splitlines())]:
+        orders = [l.split("; search order")[1] for l in lines
+                  if l.startswith("uslub: node ") and "; search order" in l]
+        check(orders == [" " + " ".join(map(str, want[n])) for n in range(4)],
+              "%s: node lines' search orders %r" % (name, orders))
+
+
 MALLINFO = r"""
 import ctypes, sys
 class MI(ctypes.Structure):
@@ -280,7 +319,8 @@ def test_plot():
           "%s is not a PNG" % png)
 
 
-for t in [test_counts, test_exit_thread, test_fork, test_ls, test_mallinfo, test_live, test_plot]:
+for t in [test_counts, test_exit_thread, test_fork, test_ls, test_nodes, test_mallinfo, test_live,
+          test_plot]:
     try:
         t()
     except Exception as e:  # a crash in one part is a failure, the others still run

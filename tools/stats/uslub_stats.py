@@ -130,10 +130,13 @@ def table(d):
                        kib(n["free_pages"] * page), kib(n["warm_free_pages"] * page),
                        n["grows"], n["nowait_misses"], kib(n["returned_bytes"])))
         if len(d["nodes"]) > 1:
+            # dumps before the search order was added lack the last two fields
             out.append("uslub: node %d: local partial hits %d, get_any_partial calls %d, "
-                       "nodes tried %d, remote slabs %d" % (
+                       "nodes tried %d (again %d), remote slabs %d; search order%s" % (
                            n["node"], n["local_partial_hits"], n["get_any_partial_calls"],
-                           n["nodes_tried"], n["remote_slabs"]))
+                           n["nodes_tried"], n.get("nodes_tried_again", 0),
+                           n["remote_slabs"],
+                           "".join(" %d" % v for v in n.get("search_order", []))))
     t = d["totals"]
     out.append("uslub: totals: mapped %d KiB (peak %d), in use %d KiB (peak %d), slabs %d "
                "KiB, large %d KiB, huge %d KiB, free pages %d KiB, returned %d KiB" % (
