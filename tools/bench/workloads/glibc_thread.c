@@ -16,7 +16,7 @@
 #define THREADS 1
 #endif
 
-enum { WORKING_SET = 1024, STEPS = 6000000, MIN_SIZE = 4, MAX_SIZE = 32768 };
+enum { WORKING_SET = 1024, STEPS = 12000000, MIN_SIZE = 4, MAX_SIZE = 32768 };
 
 struct worker {
 	unsigned id;

@@ -14,7 +14,7 @@
 #define THREADS 1
 #endif
 
-enum { LIVE = 256 * 1024, STEPS = 16000000, MIN_SIZE = 16, MAX_SIZE = 1024 };
+enum { LIVE = 256 * 1024, STEPS = 4000000, MIN_SIZE = 16, MAX_SIZE = 1024 };
 
 struct worker {
 	unsigned id;
