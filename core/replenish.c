@@ -21,6 +21,7 @@
 #include "os.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 #define CHUNK_ORDER 9 /* 2 MiB: one transparent huge page */
 /* The warm reserve it keeps: up to 16 MiB, and well under what the page allocator keeps
@@ -127,9 +128,18 @@ void uslub_replenish_start(void)
 	if (!atomic_exchange(&uslub_replenish_pending, 0) || atomic_load(&running))
 		return;
 	atomic_store(&stop_requested, 0);
-	/* pthread_create allocates (the new thread's TLS); that nested malloc is served
-	 * normally, since the pending flag is already clear. */
-	if (pthread_create(&thread, NULL, replenish_main, NULL) == 0) {
+	/* Started from inside whichever malloc came first, it would inherit that thread's
+	 * signal mask and could take a process-directed signal the program means for its
+	 * sigwait thread (and die of it by default action): it starts with all of them
+	 * blocked, and the caller's mask is put back. pthread_create allocates (the new
+	 * thread's TLS); that nested malloc is served normally, since the pending flag is
+	 * already clear. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&thread, NULL, replenish_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == 0) {
 		pthread_setname_np(thread, "uslub-replenish");
 		atomic_store(&running, 1);
 		uslub_replenish_stats.starts++;
