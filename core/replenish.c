@@ -27,6 +27,9 @@
 /* The warm reserve it keeps: up to 16 MiB, and well under what the page allocator keeps
  * before handing free memory back, or the two would undo each other's work forever. */
 #define RESERVE_MAX (16UL << 20)
+/* Thread states looked at per wakeup for one of a gone thread: off the callers' time,
+ * yet bounded, as wakeups come with every burst of failed tries. */
+#define REAP_BUDGET 16
 
 struct uslub_replenish_stats uslub_replenish_stats;
 _Atomic int uslub_replenish_pending;
@@ -117,6 +120,8 @@ static void *replenish_main(void *arg)
 		if (atomic_load(&stop_requested))
 			break;
 		uslub_replenish_stats.wakeups++;
+		/* Memory is short at hand: states of gone threads hold some (thread.c). */
+		uslub_threads_reap(REAP_BUDGET);
 		for (unsigned node = 0; node < uslub_nr_nodes; node++)
 			prepare_node(node);
 	}
