@@ -204,10 +204,12 @@ size_t uslub_usable_size_impl(const void *p)
 }
 
 /* Gives back the calling thread's cached pages and every warm free page but `pad`
- * bytes' worth; like glibc's, other threads' caches are not touched. */
+ * bytes' worth; like glibc's, other threads' caches are not touched - but the states of
+ * threads that are gone without a teardown are (thread.c, reaping). */
 int uslub_trim_impl(size_t pad)
 {
 	uslub_init();
+	uslub_threads_reap(0);
 	struct uslub_thread *t = uslub_tls_thread;
 	if (t->state == THREAD_LIVE) {
 		uslub_sheaves_flush(t, false);

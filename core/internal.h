@@ -301,6 +301,11 @@ struct uslub_thread {
 	uint8_t lcache_count[LCACHE_PAGES + 1];
 	struct page_desc *lcache[LCACHE_PAGES + 1][LCACHE_DEPTH];
 	int state; /* THREAD_* */
+	/* The kernel's ids of the thread that made the state, so a sweep can tell it is gone
+	 * (thread.c, reaping). tid 0: never swept - the orphan, a state being torn down, and
+	 * in a forked child the parent's other threads'. Set before the state is published,
+	 * cleared under uslub_registry_lock. */
+	int tgid, tid;
 };
 
 enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };
@@ -317,6 +322,11 @@ void *uslub_slab_alloc_class(unsigned cls);
 void uslub_caches_init(void);
 void uslub_thread_flush(struct uslub_thread *t);
 struct uslub_thread *uslub_thread_create(void);
+/* Tear down the states of threads that are gone without their key destructor having run:
+ * up to `budget` states looked at, or 0 for one pass over the whole registry. Takes no
+ * lock of the caller's; skipped while another thread sweeps. */
+void uslub_threads_reap(unsigned budget);
+extern _Atomic unsigned long uslub_threads_reaped; /* states torn down that way */
 /* Order-0 pages through the thread's page cache. */
 struct page_desc *uslub_pcp_alloc(struct uslub_thread *t, unsigned node);
 void uslub_pcp_free(struct uslub_thread *t, struct page_desc *d);

@@ -21,11 +21,15 @@
 #include "os.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 #define CHUNK_ORDER 9 /* 2 MiB: one transparent huge page */
 /* The warm reserve it keeps: up to 16 MiB, and well under what the page allocator keeps
  * before handing free memory back, or the two would undo each other's work forever. */
 #define RESERVE_MAX (16UL << 20)
+/* Thread states looked at per wakeup for one of a gone thread: off the callers' time,
+ * yet bounded, as wakeups come with every burst of failed tries. */
+#define REAP_BUDGET 16
 
 struct uslub_replenish_stats uslub_replenish_stats;
 _Atomic int uslub_replenish_pending;
@@ -116,6 +120,8 @@ static void *replenish_main(void *arg)
 		if (atomic_load(&stop_requested))
 			break;
 		uslub_replenish_stats.wakeups++;
+		/* Memory is short at hand: states of gone threads hold some (thread.c). */
+		uslub_threads_reap(REAP_BUDGET);
 		for (unsigned node = 0; node < uslub_nr_nodes; node++)
 			prepare_node(node);
 	}
@@ -127,9 +133,18 @@ void uslub_replenish_start(void)
 	if (!atomic_exchange(&uslub_replenish_pending, 0) || atomic_load(&running))
 		return;
 	atomic_store(&stop_requested, 0);
-	/* pthread_create allocates (the new thread's TLS); that nested malloc is served
-	 * normally, since the pending flag is already clear. */
-	if (pthread_create(&thread, NULL, replenish_main, NULL) == 0) {
+	/* Started from inside whichever malloc came first, it would inherit that thread's
+	 * signal mask and could take a process-directed signal the program means for its
+	 * sigwait thread (and die of it by default action): it starts with all of them
+	 * blocked, and the caller's mask is put back. pthread_create allocates (the new
+	 * thread's TLS); that nested malloc is served normally, since the pending flag is
+	 * already clear. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&thread, NULL, replenish_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == 0) {
 		pthread_setname_np(thread, "uslub-replenish");
 		atomic_store(&running, 1);
 		uslub_replenish_stats.starts++;

@@ -47,7 +47,7 @@
  * 5. Lock order: orphan lock -> registry lock -> stat lock -> cache node list_lock ->
  *    page allocator node lock -> huge lock. In practice the list_lock is dropped before
  *    pages are freed, so list_lock and the page lock are never held together; fork
- *    takes them all in this order.
+ *    takes them all in this order, after thread.c's sweep lock and liburcu's locks.
  *
  * 6. Sheaves (Linux 6.18's percpu sheaves, per thread here). A free of an object whose
  *    slab the thread does not hold goes, while there is room, into the thread's sheaf of

@@ -469,10 +469,11 @@ static void print_json(struct sink *o, const struct snap *s)
 	     " \"totals\": {\"mapped\": %lu, \"peak_mapped\": %lu, \"in_use\": %lu, "
 	     "\"peak_in_use\": %lu, \"slab_bytes\": %lu, \"large_bytes\": %lu, \"huge\": %lu, "
 	     "\"free_pages\": %lu, \"returned\": %lu, \"requested_estimate\": %lu, "
-	     "\"sampled_in_use\": %lu, \"threads\": %lu",
+	     "\"sampled_in_use\": %lu, \"threads\": %lu, \"threads_reaped\": %lu",
 	     s->tot.mapped, s->tot.peak_mapped, s->tot.in_use, s->tot.peak_in_use, s->slab_bytes,
 	     s->large_bytes, s->tot.huge, s->tot.free_pages, s->tot.returned, s->requested,
-	     s->sampled_in_use, s->threads);
+	     s->sampled_in_use, s->threads,
+	     atomic_load_explicit(&uslub_threads_reaped, memory_order_relaxed));
 	if (s->have_smaps)
 		emit(o,
 		     ", \"resident\": %lu, \"resident_ours\": %lu, \"anon_huge\": %lu, "

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 #include <urcu/urcu-bp.h>
@@ -71,10 +72,22 @@ void uslub_pcp_drain(struct uslub_thread *t, unsigned keep)
 
 /* ---- thread state ---------------------------------------------------------------- */
 
+/* Reaping (below): states a creation or an exit looks at while a pass is on, and the
+ * least growth of the registry since the last pass that starts one (else half its size). */
+#define SWEEP_BUDGET 4
+#define SWEEP_SLACK  8
+
 static unsigned thread_order(void)
 {
 	return uslub_get_order(sizeof(struct uslub_thread));
 }
+
+/* The reaping pass (see below), under uslub_registry_lock; the sizes are read without it
+ * to decide that there is nothing to do. */
+static struct uslub_thread *sweep_cursor; /* next state the pass looks at */
+static bool sweep_active;
+static unsigned long reg_count;	 /* states in the registry */
+static unsigned long sweep_mark; /* reg_count after the last pass, or its lowest since */
 
 /* The registry of thread states. Writers (a thread's first allocation, a thread's exit)
  * serialise on uslub_registry_lock; readers - the statistics dump, the live view - walk it
@@ -86,12 +99,14 @@ static unsigned thread_order(void)
  * liburcu and malloc: the writer side (synchronize_rcu) only takes liburcu's own mutexes and
  * blocks signals; a thread's first read lock registers it through mmap and
  * pthread_setspecific, which allocates only for a key past the first 32 (liburcu creates its
- * key in its constructor, before the program's). Neither is ever called from inside malloc:
- * readers are the dump, the live-view thread and uslub_stats_print, and the writer that
- * waits is the thread-exit destructor, outside any allocator lock. */
+ * key in its constructor, before the program's). No read lock is ever taken inside malloc:
+ * readers are the dump, the live-view thread and uslub_stats_print. The writer that waits
+ * is a teardown - in the thread-exit destructor, or in a sweep (reaping, below), which may
+ * run inside malloc at a thread's first allocation - and holds no allocator lock then. */
 static void registry_add(struct uslub_thread *t)
 {
 	pthread_mutex_lock(&uslub_registry_lock);
+	__atomic_store_n(&reg_count, reg_count + 1, __ATOMIC_RELAXED);
 	struct uslub_thread *head = uslub_registry;
 	t->reg_prev = NULL;
 	t->reg_next = head;
@@ -105,6 +120,11 @@ static void registry_add(struct uslub_thread *t)
 static void registry_del(struct uslub_thread *t)
 {
 	pthread_mutex_lock(&uslub_registry_lock);
+	__atomic_store_n(&reg_count, reg_count - 1, __ATOMIC_RELAXED);
+	if (reg_count < sweep_mark)
+		__atomic_store_n(&sweep_mark, reg_count, __ATOMIC_RELAXED);
+	if (sweep_cursor == t)
+		sweep_cursor = t->reg_next;
 	if (t->reg_prev)
 		__atomic_store_n(&t->reg_prev->reg_next, t->reg_next, __ATOMIC_RELEASE);
 	else
@@ -119,6 +139,8 @@ static void registry_del(struct uslub_thread *t)
 
 struct uslub_thread *uslub_thread_create(void)
 {
+	/* Before this state is made, so a reaped state's pages can be the new one's. */
+	uslub_threads_reap(SWEEP_BUDGET);
 	unsigned order = thread_order();
 	struct page_desc *d = uslub_pages_alloc(0, order, 0);
 	if (!d)
@@ -133,6 +155,8 @@ struct uslub_thread *uslub_thread_create(void)
 	if (!cold)
 		memset(t, 0, sizeof(*t));
 	t->state = THREAD_LIVE;
+	t->tgid = getpid();
+	t->tid = gettid();
 	t->node = uslub_node_current();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		t->cpu[i].sheaf_cap = (uint16_t)uslub_caches[i].sheaf_capacity;
@@ -165,6 +189,21 @@ void uslub_stats_fold(struct uslub_thread *t)
 	pthread_mutex_unlock(&uslub_stat_lock);
 }
 
+/* What a thread's exit does to its state, done by the thread itself (thread_exit) or,
+ * once it is gone, by a sweeping thread acting for it: every function on this path takes
+ * the state it works for as an argument and never reads uslub_tls_thread. */
+static void thread_teardown(struct uslub_thread *t)
+{
+	uslub_thread_flush(t);
+	uslub_large_cache_drain(t);
+	t->state = THREAD_DEAD;
+	uslub_stats_fold(t);
+	registry_del(t);
+	struct page_desc *d = page_desc_of(t);
+	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
+	uslub_pages_free(d, d->order);
+}
+
 /* Runs when the thread exits (a pthread key destructor). glibc frees thread memory
  * (its DTV, other keys' data) after this, so the thread's later frees go the remote way
  * and its later allocations through the shared orphan state. */
@@ -173,15 +212,103 @@ static void thread_exit(void *arg)
 	struct uslub_thread *t = arg;
 	if (!t || t->state != THREAD_LIVE)
 		return;
-	uslub_thread_flush(t);
-	uslub_large_cache_drain(t);
 	uslub_tls_thread = &dead_thread;
-	t->state = THREAD_DEAD;
-	uslub_stats_fold(t);
-	registry_del(t);
-	struct page_desc *d = page_desc_of(t);
-	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
-	uslub_pages_free(d, d->order);
+	thread_teardown(t);
+	/* Outside malloc and any lock: a good time to go on with a pass. */
+	uslub_threads_reap(SWEEP_BUDGET);
+}
+
+/* ---- reaping the states of threads that are gone --------------------------------- */
+
+/* A state made when its thread can no longer run our key destructor is torn down by
+ * someone else, after the thread is gone.
+ *
+ * How it happens: glibc calls key destructors in at most PTHREAD_DESTRUCTOR_ITERATIONS
+ * (4) rounds. A thread whose first allocation comes from another key's destructor gets
+ * its state there, and uslub_thread_create sets our key - which, in rounds 1 to 3, earns
+ * our destructor a call in the next round. In the last round, or after the rounds (glibc's
+ * own thread freeres, C++ thread_local destructors run late, a TLS destructor of a library
+ * unloaded meanwhile), nothing will call it: 10,000 such threads left 2.5 GiB mapped
+ * behind them (tests/test_thread_exit.c). Setting the key again from thread_exit-time
+ * paths is the same re-arming and fails the same way - no round is left to honour it -
+ * and no later hook in a thread's exit is ours to take (the state must outlive glibc's
+ * last free, which may be the thread's own). So the state is reclaimed after the thread
+ * is gone.
+ *
+ * Gone, precisely: tgkill(tgid, tid, 0) fails with ESRCH, so the kernel has no such task
+ * in our process any more and nothing of the thread runs: the state, its slabs' local
+ * lists and its caches are quiescent and may be torn down from any thread, as thread_exit
+ * would. The tid is the one gettid gave the thread when the state was made. A tid reused
+ * by a newer thread only makes the old state wait for that one's exit too; it never lets
+ * a live thread's state go. The thread's exit orders its last stores before the kernel
+ * unhashes the task, which the failed tgkill observed (an acquire fence says so to the
+ * compiler).
+ *
+ * When: looking costs a system call per state (about 1-2 us here), so a program whose
+ * threads all exit normally should not pay it, and does not: its registry does not grow.
+ * A pass over the registry starts once it has grown by half the states it held after the
+ * last pass (or the fewest since), SWEEP_SLACK at least; each thread-state creation, each
+ * normal exit and each replenisher wakeup then looks at SWEEP_BUDGET more states, until
+ * the pass reaches the end. malloc_trim makes a whole pass at once. States left by gone
+ * threads are what makes the registry grow past the trigger, so they never number much
+ * more than half the live threads' plus SWEEP_SLACK, and each costs about three looks
+ * (geometric growth, amortised); a registry that grows with live threads pays the same
+ * once. A just-joined thread may still exist for a moment (the kernel wakes pthread_join
+ * before it unhashes the task); a later pass gets it.
+ *
+ * Serialised: one sweeper at a time (sweep_lock, taken with trylock - a busy sweeper is
+ * as good as our own, and a sweep nested inside a sweep, say a malloc from liburcu, skips
+ * rather than deadlocks); the state it takes is claimed by clearing its tid under the
+ * registry lock, and a thread in thread_exit is alive, so never a sweeper's. Lock order:
+ * sweep_lock, then liburcu's (synchronize_rcu in registry_del), then slab.c's order; fork
+ * takes it first. A sweep holds no other lock of ours, so it may run from inside malloc,
+ * where the caller holds none (the creation of a thread's state). */
+static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
+_Atomic unsigned long uslub_threads_reaped;
+
+static bool thread_gone(const struct uslub_thread *t)
+{
+	return t->tid && tgkill(t->tgid, t->tid, 0) != 0 && errno == ESRCH;
+}
+
+void uslub_threads_reap(unsigned budget)
+{
+	unsigned long mark = __atomic_load_n(&sweep_mark, __ATOMIC_RELAXED);
+	if (budget && !__atomic_load_n(&sweep_active, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&reg_count, __ATOMIC_RELAXED) <=
+		mark + (mark / 2 > SWEEP_SLACK ? mark / 2 : SWEEP_SLACK))
+		return;
+	if (pthread_mutex_trylock(&sweep_lock) != 0)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&uslub_registry_lock);
+	if (!sweep_active || !budget) {
+		__atomic_store_n(&sweep_active, true, __ATOMIC_RELAXED);
+		sweep_cursor = uslub_registry;
+	}
+	pthread_mutex_unlock(&uslub_registry_lock);
+	for (unsigned looked = 0; !budget || looked < budget; looked++) {
+		pthread_mutex_lock(&uslub_registry_lock);
+		struct uslub_thread *t = sweep_cursor;
+		if (!t) {
+			__atomic_store_n(&sweep_active, false, __ATOMIC_RELAXED);
+			__atomic_store_n(&sweep_mark, reg_count, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&uslub_registry_lock);
+			break;
+		}
+		sweep_cursor = t->reg_next;
+		bool gone = thread_gone(t);
+		if (gone)
+			t->tid = 0;
+		pthread_mutex_unlock(&uslub_registry_lock);
+		if (gone) {
+			atomic_thread_fence(memory_order_acquire);
+			thread_teardown(t);
+			atomic_fetch_add_explicit(&uslub_threads_reaped, 1, memory_order_relaxed);
+		}
+	}
+	errno = saved;
+	pthread_mutex_unlock(&sweep_lock);
 }
 
 /* ---- start-up -------------------------------------------------------------------- */
@@ -245,6 +372,7 @@ void uslub_init_slow(void)
  * held by a thread that no longer exists. */
 static void fork_prepare(void)
 {
+	pthread_mutex_lock(&sweep_lock);
 	urcu_bp_before_fork();
 	pthread_mutex_lock(&uslub_orphan_lock);
 	pthread_mutex_lock(&uslub_registry_lock);
@@ -267,13 +395,22 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&uslub_registry_lock);
 	pthread_mutex_unlock(&uslub_orphan_lock);
 	urcu_bp_after_fork_parent();
+	pthread_mutex_unlock(&sweep_lock);
 }
 
 /* In the child the other threads are gone. Their slabs stay frozen under their names and
  * are not reclaimed: a thread may have been anywhere in its own lock-free steps when the
- * fork came, and leaking its few slabs is safe where taking them back is not. */
+ * fork came, and leaking its few slabs is safe where taking them back is not. So their
+ * states are kept from the sweep (tid 0), and ours takes the child's ids, or the sweep
+ * would find its parent's thread gone one day and tear down the state in use. */
 static void fork_child(void)
 {
+	struct uslub_thread *me = uslub_tls_thread;
+	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
+		t->tgid = t == me ? getpid() : 0;
+		t->tid = t == me ? gettid() : 0;
+	}
+	pthread_mutex_init(&sweep_lock, NULL);
 	uslub_huge_reinit_lock();
 	uslub_pages_reinit_locks();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
