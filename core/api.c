@@ -18,7 +18,7 @@ void *uslub_slab_alloc_slow(size_t size)
 	if (size <= USLUB_MAX_SMALL) {
 		unsigned cls = uslub_size_to_class(size);
 		uslub_stat_request(cls, size); /* the internal-waste sample, see stats.h */
-		return uslub_slab_alloc_class(cls);
+		return uslub_slab_alloc_class(cls, size);
 	}
 	if (size > PTRDIFF_MAX) {
 		errno = ENOMEM;
@@ -45,7 +45,8 @@ void *uslub_calloc_impl(size_t nmemb, size_t size)
 }
 
 /* What a pointer handed to realloc or malloc_usable_size is: its descriptor, and its
- * usable size; a pointer that is none of ours is reported and the program stops. */
+ * usable size (the request where a checker watches the bytes after it: debug.h); a
+ * pointer that is none of ours is reported and the program stops. */
 enum block_kind { BLOCK_SLAB, BLOCK_LARGE, BLOCK_HUGE };
 
 static enum block_kind classify(const void *p, const char *func, struct page_desc **out,
@@ -73,9 +74,9 @@ static enum block_kind classify(const void *p, const char *func, struct page_des
 	struct uslub_cache *c = &uslub_caches[s->cls];
 	if (uslub_slab_object_start(s, p) != p)
 		uslub_report_bad_free("invalid pointer", func, p, c);
-	if (c->debug ? uslub_debug_is_free(c, (void *)p) : is_marked_free(p))
+	if (!c->debug && is_marked_free(p))
 		uslub_report_bad_free("double free", func, p, c);
-	*usable = c->size;
+	*usable = unlikely(c->debug) ? uslub_debug_usable(c, (void *)p, func) : c->size;
 	return BLOCK_SLAB;
 }
 
@@ -96,11 +97,16 @@ void *uslub_realloc_impl(void *p, size_t size)
 	}
 
 	switch (kind) {
-	case BLOCK_SLAB:
+	case BLOCK_SLAB: {
 		/* Same class, or a shrink that keeps at least half: stay. */
-		if (size <= usable && (size > usable / 2 || usable <= 16))
+		struct uslub_cache *c = &uslub_caches[d->cls];
+		if (size <= c->size && (size > c->size / 2 || c->size <= 16)) {
+			if (unlikely(c->debug))
+				uslub_debug_resize(c, d, p, size, "realloc");
 			return p;
+		}
 		break;
+	}
 	case BLOCK_LARGE:
 		if (size > USLUB_MAX_SMALL && size <= HUGE_THRESHOLD) {
 			void *q = uslub_large_realloc(d, p, size);
@@ -147,7 +153,12 @@ static void *aligned_alloc_any(size_t alignment, size_t size)
 		unsigned cls = uslub_size_to_class(size > alignment ? size : alignment);
 		while (uslub_class_size[cls] % alignment)
 			cls++;
-		return uslub_malloc_inline(uslub_class_size[cls]);
+		void *p = uslub_malloc_inline(uslub_class_size[cls]);
+		/* A debug cache keeps the request, not the class taken for the alignment. */
+		struct uslub_cache *c = &uslub_caches[cls];
+		if (p && unlikely(c->debug) && size < c->size)
+			uslub_debug_resize(c, page_desc_of(p)->head, p, size, "aligned_alloc");
+		return p;
 	}
 	uslub_init();
 	return uslub_large_alloc(size, alignment, false);

@@ -23,6 +23,9 @@
 
 #define DBG_ALL_LETTERS (DBG_CHECK | DBG_REDZONE | DBG_POISON | DBG_TRACK)
 
+/* A report about an object whose request is not known (a free one, a broken state). */
+#define REQ_UNKNOWN SIZE_MAX
+
 /* The operation a report was found in, and the program's call site, for its last line.
  * Set just before the checks of one operation; a report ends the process, so a thread
  * that overwrites another's is harmless. */
@@ -141,6 +144,7 @@ static void debug_layout(struct uslub_cache *c)
 }
 
 int uslub_memcheck;
+unsigned uslub_block_debug;
 
 void uslub_debug_init(void)
 {
@@ -159,6 +163,9 @@ void uslub_debug_init(void)
 		all |= DBG_ASAN;
 	if (uslub_config.harden == USLUB_HARDEN_FULL)
 		all |= DBG_HARDEN;
+	/* Large and huge blocks belong to no cache: Z reaches them only when it is asked
+	 * for every cache. */
+	uslub_block_debug = (all & (DBG_VALGRIND | DBG_ASAN)) | (list ? 0 : flags & DBG_REDZONE);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		c->secret = splitmix64(&seed) | 1;
@@ -232,15 +239,36 @@ static void fill_poison(const struct uslub_cache *c, void *object)
 	((unsigned char *)object)[c->size - 1] = POISON_END;
 }
 
-static void fill_redzones(const struct uslub_cache *c, void *object, int val)
+static size_t get_orig_size(const struct uslub_cache *c, void *object)
+{
+	struct dbg_meta *m = dbg_meta_of(c, object);
+	mem_open(&m->orig_size, sizeof(m->orig_size));
+	size_t size = __atomic_load_n(&m->orig_size, __ATOMIC_RELAXED);
+	mem_close(&m->orig_size, sizeof(m->orig_size));
+	return size;
+}
+
+static void set_orig_size(const struct uslub_cache *c, void *object, size_t size)
+{
+	struct dbg_meta *m = dbg_meta_of(c, object);
+	mem_open(&m->orig_size, sizeof(m->orig_size));
+	__atomic_store_n(&m->orig_size, size, __ATOMIC_RELAXED);
+	mem_close(&m->orig_size, sizeof(m->orig_size));
+}
+
+/* The red zones of an object holding `size` bytes: 16 bytes before it, and from `size` to
+ * the end of its slot (the kmalloc red zone up to the class size, then 16 bytes). A free
+ * object's are filled from the class size on: its poison covers the whole object. */
+static void fill_redzones(const struct uslub_cache *c, void *object, size_t size, int val)
 {
 	char *o = object;
+	size_t right = c->size - size + DBG_RZ;
 	mem_open(o - DBG_RZ, DBG_RZ);
-	mem_open(o + c->size, DBG_RZ);
+	mem_open(o + size, right);
 	memset(o - DBG_RZ, val, DBG_RZ);
-	memset(o + c->size, val, DBG_RZ);
+	memset(o + size, val, right);
 	mem_close(o - DBG_RZ, DBG_RZ);
-	mem_close(o + c->size, DBG_RZ);
+	mem_close(o + size, right);
 }
 
 void uslub_debug_init_object(const struct uslub_cache *c, void *object)
@@ -249,7 +277,7 @@ void uslub_debug_init_object(const struct uslub_cache *c, void *object)
 	memset(m, 0, sizeof(*m));
 	m->state = (uintptr_t)object ^ STATE_FREE;
 	if (c->debug & DBG_REDZONE)
-		fill_redzones(c, object, RED_INACTIVE);
+		fill_redzones(c, object, c->size, RED_INACTIVE);
 	if (c->debug & DBG_POISON)
 		fill_poison(c, object);
 }
@@ -281,18 +309,35 @@ static const unsigned char *first_not(const void *p, size_t n, int val)
 	return NULL;
 }
 
-static void check_redzones(struct uslub_cache *c, struct page_desc *s, void *object, int val)
+__attribute__((noreturn)) static void report_object(const struct uslub_cache *c,
+						    struct page_desc *s, void *object,
+						    const char *what, const void *fault,
+						    size_t req);
+
+/* The first byte of the red zones around an object holding `size` bytes (see
+ * fill_redzones) that is not `val`, or NULL. */
+static const unsigned char *bad_redzone(const struct uslub_cache *c, void *object, size_t size,
+					int val)
 {
 	char *o = object;
+	size_t right = c->size - size + DBG_RZ;
 	mem_open(o - DBG_RZ, DBG_RZ);
-	mem_open(o + c->size, DBG_RZ);
+	mem_open(o + size, right);
 	const unsigned char *bad = first_not(o - DBG_RZ, DBG_RZ, val);
 	if (!bad)
-		bad = first_not(o + c->size, DBG_RZ, val);
-	if (bad)
-		uslub_debug_report(c, s, object, "Redzone overwritten", bad);
+		bad = first_not(o + size, right, val);
 	mem_close(o - DBG_RZ, DBG_RZ);
-	mem_close(o + c->size, DBG_RZ);
+	mem_close(o + size, right);
+	return bad;
+}
+
+/* `req`: the object's request for the report, or REQ_UNKNOWN. */
+static void check_redzones(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
+			   int val, size_t req)
+{
+	const unsigned char *bad = bad_redzone(c, object, size, val);
+	if (bad)
+		report_object(c, s, object, "Redzone overwritten", bad, req);
 }
 
 static void check_poison(struct uslub_cache *c, struct page_desc *s, void *object)
@@ -306,11 +351,46 @@ static void check_poison(struct uslub_cache *c, struct page_desc *s, void *objec
 	mem_close(object, c->size);
 }
 
+/* The walker's part for Z: the red zones of every allocated object of the slab, the
+ * kmalloc red zone after its request included, so an overflow is found at the next
+ * operation on the slab rather than when that object is freed. Only the slab's owner
+ * walks (as slab_is_valid does): it is the only thread that allocates from the slab, so
+ * what another thread may do meanwhile is free or resize one of its objects, and an object
+ * whose state or size changed while it was looked at is skipped (the loads around the
+ * look, as a seqlock reader's). Not under memcheck or ASan: they see each access as it
+ * happens, and opening another thread's red zones would race with its own opening and
+ * closing of them. */
+static void check_allocated(struct uslub_cache *c, struct page_desc *s)
+{
+	if (!(c->debug & DBG_REDZONE) || (c->debug & (DBG_VALGRIND | DBG_ASAN)) ||
+	    __atomic_load_n(&s->owner, __ATOMIC_RELAXED) != uslub_tls_thread)
+		return;
+	char *first = (char *)page_address(s) + c->offset;
+	for (unsigned i = 0; i < s->objects; i++) {
+		char *o = first + (size_t)i * c->stride;
+		struct dbg_meta *m = dbg_meta_of(c, o);
+		uint64_t alloc = (uintptr_t)o ^ STATE_ALLOC;
+		if (__atomic_load_n(&m->state, __ATOMIC_ACQUIRE) != alloc)
+			continue;
+		uint64_t req = __atomic_load_n(&m->orig_size, __ATOMIC_ACQUIRE);
+		const unsigned char *bad = req <= c->size ? bad_redzone(c, o, req, RED_ACTIVE)
+							  : (const unsigned char *)&m->orig_size;
+		atomic_thread_fence(memory_order_acquire);
+		if (!bad || __atomic_load_n(&m->state, __ATOMIC_RELAXED) != alloc ||
+		    __atomic_load_n(&m->orig_size, __ATOMIC_RELAXED) != req)
+			continue;
+		if (req > c->size)
+			report_object(c, s, o, "Object metadata overwritten", bad, REQ_UNKNOWN);
+		report_object(c, s, o, "Redzone overwritten", bad, req);
+	}
+}
+
 static void check_slab(struct uslub_cache *c, struct page_desc *s, void *object)
 {
 	const char *why = NULL;
 	if (!uslub_slab_is_valid(s, &why))
 		uslub_debug_report(c, s, object, why, NULL);
+	check_allocated(c, s);
 }
 
 bool uslub_debug_is_free(const struct uslub_cache *c, void *object)
@@ -339,7 +419,8 @@ static void trace(const struct uslub_cache *c, struct page_desc *s, const char *
 		      w_inuse(w), (unsigned long)(uintptr_t)caller);
 }
 
-void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
+void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
+		       void *caller)
 {
 	cur_op = "malloc";
 	cur_caller = caller;
@@ -359,9 +440,11 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 	if (c->debug & DBG_POISON)
 		check_poison(c, s, object);
 	if (c->debug & DBG_REDZONE) {
-		check_redzones(c, s, object, RED_INACTIVE);
-		fill_redzones(c, object, RED_ACTIVE);
+		check_redzones(c, s, object, c->size, RED_INACTIVE, REQ_UNKNOWN);
+		fill_redzones(c, object, size, RED_ACTIVE);
 	}
+	/* Over the free pointer, which the pop that handed the object out has read. */
+	set_orig_size(c, object, size);
 	/* After the checks, so a report shows the sites of the object's last life. */
 	if (c->debug & DBG_TRACK) {
 		mem_open(m, sizeof(*m));
@@ -371,8 +454,8 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 	cur_op = NULL;
 	if (c->debug & DBG_TRACE)
 		trace(c, s, "alloc", object, caller);
-	asan_unpoison(object, c->size);
-	vg_malloclike(object, c->size, DBG_RZ);
+	asan_unpoison(object, size);
+	vg_malloclike(object, size, DBG_RZ);
 }
 
 void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
@@ -386,6 +469,8 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 		check_slab(c, s, object);
 	struct dbg_meta *m = dbg_meta_of(c, object);
 	mem_open(m, sizeof(*m));
+	/* Read before the state says "free": from then on the word may become a link. */
+	size_t req = __atomic_load_n(&m->orig_size, __ATOMIC_RELAXED);
 	/* One exchange, so of two threads freeing the same object one sees the other. */
 	uint64_t old =
 	    __atomic_exchange_n(&m->state, (uintptr_t)object ^ STATE_FREE, __ATOMIC_RELAXED);
@@ -396,9 +481,12 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 				       : "Object metadata overwritten",
 				   old == ((uintptr_t)object ^ STATE_FREE) ? NULL : &m->state);
 	mem_close(m, sizeof(*m));
+	if (req > c->size)
+		report_object(c, s, object, "Object metadata overwritten", &m->orig_size,
+			      REQ_UNKNOWN);
 	if (c->debug & DBG_REDZONE) {
-		check_redzones(c, s, object, RED_ACTIVE);
-		fill_redzones(c, object, RED_INACTIVE);
+		check_redzones(c, s, object, req, RED_ACTIVE, req);
+		fill_redzones(c, object, c->size, RED_INACTIVE);
 	}
 	if (c->debug & DBG_TRACK) {
 		mem_open(m, sizeof(*m));
@@ -413,6 +501,38 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 		fill_poison(c, object);
 	}
 	mem_close(object, c->size);
+}
+
+void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
+			const char *op)
+{
+	cur_op = op;
+	cur_caller = NULL;
+	size_t old = get_orig_size(c, object);
+	if (old > c->size)
+		report_object(c, s, object, "Object metadata overwritten",
+			      &dbg_meta_of(c, object)->orig_size, REQ_UNKNOWN);
+	if (c->debug & DBG_REDZONE)
+		check_redzones(c, s, object, old, RED_ACTIVE, old);
+	set_orig_size(c, object, size);
+	if (c->debug & DBG_REDZONE)
+		fill_redzones(c, object, size, RED_ACTIVE);
+	cur_op = NULL;
+	vg_resize(object, old, size);
+	asan_poison(object, c->size);
+	asan_unpoison(object, size);
+}
+
+size_t uslub_debug_usable(struct uslub_cache *c, void *object, const char *op)
+{
+	if (uslub_debug_is_free(c, object))
+		uslub_report_bad_free(op[0] == 'r' ? "double free" : "pointer to a free object", op,
+				      object, c); /* realloc frees what it is given */
+	if (!(c->debug & DBG_SLACK))
+		return c->size;
+	/* Bounded: realloc copies this many bytes. */
+	size_t size = get_orig_size(c, object);
+	return size <= c->size ? size : c->size;
 }
 
 /* ---- reports ------------------------------------------------------------------------ */
@@ -518,6 +638,19 @@ static void hex_dump(struct uslub_out *o, const char *label, const unsigned char
 		hex_line(o, label, p + i, n - i < 16 ? n - i : 16);
 }
 
+/* The operation the report was found in, and the program's call site when known. */
+static void print_site(struct uslub_out *o)
+{
+	if (!cur_op)
+		return;
+	uslub_printf(o, "INFO: Found in %s()", cur_op);
+	if (cur_caller) {
+		uslub_printf(o, " called from ");
+		uslub_debug_print_addr(o, (uintptr_t)cur_caller);
+	}
+	uslub_printf(o, "\n");
+}
+
 static void print_track(struct uslub_out *o, const char *what, const struct dbg_track *t)
 {
 	if (!t->addr) {
@@ -532,6 +665,13 @@ static void print_track(struct uslub_out *o, const char *what, const struct dbg_
 __attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, struct page_desc *s,
 						  void *object, const char *what, const void *fault)
 {
+	report_object(c, s, object, what, fault, REQ_UNKNOWN);
+}
+
+__attribute__((noreturn)) static void report_object(const struct uslub_cache *c,
+						    struct page_desc *s, void *object,
+						    const char *what, const void *fault, size_t req)
+{
 	struct uslub_out o;
 	uslub_out_init(&o, 2);
 	const unsigned char *obj = object;
@@ -543,25 +683,27 @@ __attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, s
 	if (fault) {
 		const unsigned char *f = fault;
 		mem_open((void *)f, 1);
-		uslub_printf(&o, "INFO: 0x%lx @offset=%ld in the object. First byte 0x%02x\n",
-			     (unsigned long)(uintptr_t)f, (long)(f - obj), *f);
+		uslub_printf(&o, "INFO: 0x%lx @offset=%ld in the object",
+			     (unsigned long)(uintptr_t)f, (long)(f - obj));
+		if (req != REQ_UNKNOWN)
+			uslub_printf(&o, " (requested %zu of %u)", req, c->size);
+		uslub_printf(&o, ". First byte 0x%02x\n", *f);
 	}
 	uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
 	uslub_printf(&o, "INFO: Slab 0x%lx objects=%u used=%u order=%u frozen=%u\n",
 		     (unsigned long)(uintptr_t)page_address(s), s->objects, w_inuse(w), s->order,
 		     (w & W_FROZEN) ? 1 : 0);
-	uslub_printf(&o, "INFO: Object 0x%lx size=%u\n", (unsigned long)(uintptr_t)obj, c->size);
+	uslub_printf(&o, "INFO: Object 0x%lx size=%u", (unsigned long)(uintptr_t)obj, c->size);
+	if (req != REQ_UNKNOWN)
+		uslub_printf(&o, " requested=%zu", req);
+	uslub_printf(&o, "\n");
 	struct dbg_meta *m = dbg_meta_of(c, object);
 	mem_open(m, sizeof(*m));
 	if (c->debug & DBG_TRACK) {
 		print_track(&o, "Allocated", &m->track[TRACK_ALLOC]);
 		print_track(&o, "Freed", &m->track[TRACK_FREE]);
 	}
-	if (cur_op) {
-		uslub_printf(&o, "INFO: Found in %s() called from ", cur_op);
-		uslub_debug_print_addr(&o, (uintptr_t)cur_caller);
-		uslub_printf(&o, "\n");
-	}
+	print_site(&o);
 	hex_dump(&o, "Redzone", obj - DBG_RZ, DBG_RZ);
 	/* The object around the fault: all of it when small, else 128 bytes. */
 	size_t from = 0, n = c->size;
@@ -579,4 +721,121 @@ __attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, s
 			 "===============\n");
 	uslub_out_flush(&o);
 	abort();
+}
+
+/* ---- large and huge blocks --------------------------------------------------------- */
+
+/* A block's red zone is the rest of its span: no metadata, no tracks, so the report has
+ * the block, the first bad byte, and the bytes on either side of the request's end. */
+__attribute__((noreturn)) static void report_block(void *p, size_t size, size_t span,
+						   const unsigned char *fault)
+{
+	struct uslub_out o;
+	uslub_out_init(&o, 2);
+	const unsigned char *b = p;
+	const char *kind = region_of(p) ? "large block" : "huge block";
+	uslub_printf(&o, "=============================================================="
+			 "===============\n");
+	uslub_printf(&o, "BUG %s (uslub): Redzone overwritten\n", kind);
+	uslub_printf(&o, "--------------------------------------------------------------"
+			 "---------------\n");
+	mem_open((void *)fault, 1);
+	uslub_printf(&o,
+		     "INFO: 0x%lx @offset=%zu in the block (requested %zu of %zu). First byte "
+		     "0x%02x\n",
+		     (unsigned long)(uintptr_t)fault, (size_t)(fault - b), size, span, *fault);
+	uslub_printf(&o, "INFO: Block 0x%lx size=%zu requested=%zu\n", (unsigned long)(uintptr_t)b,
+		     span, size);
+	print_site(&o);
+	size_t before = size < 16 ? size : 16;
+	hex_dump(&o, "Object", b + size - before, before);
+	/* The red zone from its start, up to the line with the bad byte. */
+	size_t upto = (size_t)(fault - b) + 1, n = upto - size;
+	if (n > 64) {
+		hex_dump(&o, "Redzone", b + size, 16);
+		uslub_printf(&o, "...\n");
+		size_t from = (upto - 1) & ~(size_t)15;
+		hex_dump(&o, "Redzone", b + from, span - from < 16 ? span - from : 16);
+	} else {
+		size_t len = (n + 15) & ~(size_t)15;
+		hex_dump(&o, "Redzone", b + size, len < span - size ? len : span - size);
+	}
+	uslub_printf(&o, "=============================================================="
+			 "===============\n");
+	uslub_out_flush(&o);
+	abort();
+}
+
+/* With Z the tail is filled before memcheck and ASan are told: their marks then hold. */
+void uslub_debug_block_alloc(void *p, size_t size, size_t span, bool zeroed)
+{
+	char *b = p;
+	if (uslub_block_debug & DBG_REDZONE) {
+		mem_open(b + size, span - size);
+		memset(b + size, RED_ACTIVE, span - size);
+	}
+	if (uslub_block_debug & DBG_VALGRIND) {
+		if (zeroed)
+			vg_malloclike_zeroed(p, size);
+		else
+			vg_malloclike(p, size, 0);
+		vg_noaccess(b + size, span - size);
+	}
+	asan_unpoison(p, size);
+	asan_poison(b + size, span - size);
+}
+
+void uslub_debug_block_check(void *p, size_t size, size_t span, const char *op)
+{
+	if (!(uslub_block_debug & DBG_REDZONE) || size == span)
+		return;
+	char *b = p;
+	mem_open(b + size, span - size);
+	const unsigned char *bad = first_not(b + size, span - size, RED_ACTIVE);
+	if (bad) {
+		cur_op = op;
+		cur_caller = NULL;
+		report_block(p, size, span, bad);
+	}
+	mem_close(b + size, span - size);
+}
+
+void uslub_debug_block_free(void *p, size_t size, size_t span)
+{
+	uslub_debug_block_check(p, size, span, "free");
+	/* memcheck keeps it inaccessible until the page allocator hands its pages out
+	 * again; ASan's marks go, as the pages may be anything next. */
+	if (uslub_block_debug & DBG_VALGRIND)
+		vg_freelike(p, 0);
+	asan_unpoison(p, span);
+}
+
+void uslub_debug_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size,
+			      size_t span)
+{
+	char *b = q;
+	if (uslub_block_debug & DBG_REDZONE) {
+		mem_open(b + size, span - size);
+		memset(b + size, RED_ACTIVE, span - size);
+	}
+	if ((uslub_block_debug & DBG_VALGRIND) && q == p) {
+		vg_resize(p, old, size);
+	} else if (uslub_block_debug & DBG_VALGRIND) {
+		/* mremap carried the bytes' definedness over; a new block record marks them
+		 * undefined, so the kept part is declared defined (an approximation:
+		 * uninitialised bytes moved with a huge block are no longer reported). */
+		vg_freelike(p, 0);
+		vg_malloclike(q, size, 0);
+		vg_defined(q, old < size ? old : size);
+	}
+	if (uslub_block_debug & DBG_VALGRIND)
+		vg_noaccess(b + size, span - size);
+	/* Pages the block no longer covers leave without ASan's marks (a range mremap left
+	 * may be mapped again by anyone). */
+	if (q != p)
+		asan_unpoison(p, old_span);
+	else if (old_span > span)
+		asan_unpoison(b + span, old_span - span);
+	asan_unpoison(q, size);
+	asan_poison(b + size, span - size);
 }

@@ -14,13 +14,19 @@
  *     slot + 16       struct dbg_meta: free pointer, state word, alloc and free track
  *     ...             padding up to the object's alignment
  *     object - 16     left red zone (16 bytes)
- *     object          the object: the class size, which malloc_usable_size reports
+ *     object          the object: the class size
  *
  * and the slab keeps 16 bytes after its last slot for that object's right red zone. The
  * offset and the stride are multiples of the largest power of two (up to a page) that
  * divides the class size, so objects keep the alignment aligned_alloc relies on. The free
  * pointer lives outside the object, so poisoning fills the whole object, and a write
- * after free cannot redirect the freelist. */
+ * after free cannot redirect the freelist.
+ *
+ * An allocated object keeps the size the program asked for (the kernel's orig_size) in
+ * the word that holds the free pointer while it is free, so it costs no room. The
+ * checkers see that size, not the class's: memcheck's block and ASan's unpoisoned bytes
+ * end there, with Z the bytes from it to the end of the slot are red zone (the kernel's
+ * kmalloc red zone), and malloc_usable_size reports it. */
 #ifndef USLUB_DEBUG_H
 #define USLUB_DEBUG_H
 
@@ -38,6 +44,10 @@ enum {
 	DBG_VALGRIND = 0x40, /* running under valgrind: memcheck told about every object */
 	DBG_ASAN = 0x80,     /* an ASan build: free objects and metadata poisoned */
 };
+/* The checkers that watch the bytes between the request and the class size: with one of
+ * them on, malloc_usable_size reports the request, so a program that uses what it is told
+ * it may use stays clean. */
+#define DBG_SLACK (DBG_REDZONE | DBG_VALGRIND | DBG_ASAN)
 
 #define DBG_RZ	     16 /* each red zone */
 #define DBG_META     16 /* struct dbg_meta's offset in the slot */
@@ -54,7 +64,10 @@ struct dbg_track {
 };
 
 struct dbg_meta {
-	uintptr_t link;		   /* free pointer (obfuscated with DBG_HARDEN) */
+	union {
+		uintptr_t link;	    /* free: free pointer (obfuscated with DBG_HARDEN) */
+		uint64_t orig_size; /* allocated: the size asked for, up to the class size */
+	};
 	uint64_t state;		   /* object address ^ STATE_ALLOC or STATE_FREE */
 	struct dbg_track track[2]; /* TRACK_ALLOC, TRACK_FREE */
 };
@@ -90,11 +103,21 @@ void uslub_debug_slab_ready(const struct uslub_cache *c, struct page_desc *s);
 /* A slab going back to the page allocator: its pages are ordinary memory again. */
 void uslub_debug_slab_discard(const struct uslub_cache *c, struct page_desc *s);
 
-/* An object leaving the slab for the program, and one coming back: the checks of each
- * flag, then the object's state, tracks and poison; a violation is reported and the
- * program stops. `caller` is the program's return address. */
-void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
+/* An object leaving the slab for the program (`size` bytes asked for), and one coming
+ * back: the checks of each flag, then the object's state, tracks and poison; a violation
+ * is reported and the program stops. `caller` is the program's return address. */
+void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
+		       void *caller);
 void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
+/* An allocated object now holds `size` bytes (size <= the class size): realloc in place,
+ * and aligned_alloc, which takes a class for its alignment. The old red zone is checked,
+ * the new one set, and the checkers told. `op` names the call for a report. */
+void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
+			const char *op);
+/* What malloc_usable_size reports for an object of a debug cache: the request when a
+ * checker watches the bytes after it (DBG_SLACK), else the class size. A pointer to a free
+ * object is reported (`op` names the call) and the program stops. */
+size_t uslub_debug_usable(struct uslub_cache *c, void *object, const char *op);
 
 /* Is this debug object's state "free"? For the consistency walker. */
 bool uslub_debug_is_free(const struct uslub_cache *c, void *object);
@@ -104,6 +127,26 @@ bool uslub_debug_is_free(const struct uslub_cache *c, void *object);
 __attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, struct page_desc *s,
 						  void *object, const char *what,
 						  const void *fault);
+
+/* ---- large and huge blocks --------------------------------------------------------- */
+
+/* The checkers that watch large and huge blocks: DBG_VALGRIND under memcheck, DBG_ASAN in
+ * an ASan build, DBG_REDZONE with USLUB_DEBUG=Z for every cache (no cache list). 0 in a
+ * plain run, where large.c calls none of the hooks below. A block is `size` bytes asked
+ * for at the start of `span` bytes of pages; with Z the rest of the span is red zone. */
+extern unsigned uslub_block_debug;
+
+/* A new block; `zeroed`: its bytes read as zero already (calloc of fresh pages). */
+void uslub_debug_block_alloc(void *p, size_t size, size_t span, bool zeroed);
+/* Z: the red zone after the request is intact, else a report names the block and the
+ * program stops. `op` names the call. */
+void uslub_debug_block_check(void *p, size_t size, size_t span, const char *op);
+/* The block goes back (its red zone checked): its pages are plain memory again. */
+void uslub_debug_block_free(void *p, size_t size, size_t span);
+/* The block at p (old bytes asked for in old_span) is now at q (p, or where mremap moved
+ * it) with `size` in `span`; the caller checked its red zone before changing it. */
+void uslub_debug_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size,
+			      size_t span);
 
 /* Writes "ADDR (module+0xOFF)" for a code address, reading /proc/self/maps without
  * allocating, so `addr2line -e module 0xOFF` names the line. For reports and tests. */

@@ -65,7 +65,7 @@ struct page_desc {
 	struct cds_list_head list;  /* node partial list, or buddy free list */
 	struct page_desc *next;	    /* thread partial list */
 	uint16_t objects;	    /* slab: objects; large: pages asked for */
-	uint16_t local_count;	    /* objects on local_free */
+	uint16_t local_count;	    /* objects on local_free; large: last page's unused bytes */
 	uint8_t order;
 	uint8_t kind;
 	uint8_t cls;
@@ -318,7 +318,8 @@ extern pthread_mutex_t uslub_stat_lock;
 
 void *uslub_slab_alloc_slow(size_t size);
 void uslub_slab_free_slow(void *p);
-void *uslub_slab_alloc_class(unsigned cls);
+/* An object of class cls for a request of `size` bytes (what debug caches keep). */
+void *uslub_slab_alloc_class(unsigned cls, size_t size);
 void uslub_caches_init(void);
 void uslub_thread_flush(struct uslub_thread *t);
 struct uslub_thread *uslub_thread_create(void);
@@ -397,8 +398,9 @@ void uslub_large_free(struct page_desc *d, void *p);
 void uslub_large_cache_drain(struct uslub_thread *t);
 size_t uslub_large_usable(struct page_desc *d);
 void *uslub_large_realloc(struct page_desc *d, void *p, size_t size);
-void *uslub_huge_alloc(size_t size, size_t align);
-/* Nonzero and the mapping's usable size if p is a huge block. */
+void *uslub_huge_alloc(size_t size, size_t align, bool zero);
+/* Nonzero if p is a huge block: the bytes the program may use, the mapping's or, when a
+ * checker watches (debug.h, uslub_block_debug), the request. Likewise for a large one. */
 size_t uslub_huge_usable(const void *p);
 int uslub_huge_free(void *p);
 /* p was a huge block among the last ones freed. */

@@ -8,11 +8,15 @@
  * Huge (> 4 MiB): a mapping of its own, aligned to 2 MiB so transparent huge pages can
  * back it, and moved with mremap when it grows. A small open-addressing table, itself
  * mapped from the OS, records each one so free can tell a huge block from a foreign
- * pointer. */
+ * pointer.
+ *
+ * Each block keeps the size the program asked for, so that memcheck, ASan and
+ * USLUB_DEBUG=Z see the block end there rather than at the page (debug.h, "large and
+ * huge blocks"); outside those runs no hook is called. */
 #include "internal.h"
+#include "debug.h"
 #include "options.h"
 #include "os.h"
-#include "vg.h"
 
 #include <errno.h>
 #include <string.h>
@@ -34,6 +38,18 @@ static void mark_large(struct page_desc *d, size_t npages, size_t from)
 		d[i].head = d;
 }
 
+/* The request is kept as the bytes of the last page it leaves unused, in local_count,
+ * which only slabs use otherwise: the descriptor has no other room. */
+static size_t block_request(const struct page_desc *d)
+{
+	return ((size_t)d->objects << USLUB_PAGE_SHIFT) - d->local_count;
+}
+
+static void set_request(struct page_desc *d, size_t size)
+{
+	d->local_count = (uint16_t)(((size_t)d->objects << USLUB_PAGE_SHIFT) - size);
+}
+
 void *uslub_large_alloc(size_t size, size_t align, bool zero)
 {
 	size_t npages = pages_for(size);
@@ -42,7 +58,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	if (align_order > order)
 		order = align_order;
 	if (order > USLUB_MAX_ORDER)
-		return uslub_huge_alloc(size, align);
+		return uslub_huge_alloc(size, align, zero);
 
 	struct uslub_thread *t = uslub_tls_thread;
 	if (npages <= LCACHE_PAGES && align_order == 0 && t->state == THREAD_LIVE &&
@@ -51,8 +67,9 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		d->flags = 0;
 		atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 		void *p = page_address(d);
-		if (uslub_memcheck)
-			vg_malloclike(p, npages << USLUB_PAGE_SHIFT, 0);
+		set_request(d, size);
+		if (unlikely(uslub_block_debug))
+			uslub_debug_block_alloc(p, size, npages << USLUB_PAGE_SHIFT, false);
 		if (zero)
 			memset(p, 0, size);
 		return p;
@@ -81,11 +98,10 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	void *p = page_address(d);
-	/* memcheck sees the whole pages, as malloc_usable_size reports them. */
-	if (uslub_memcheck && cold)
-		vg_malloclike_zeroed(p, npages << USLUB_PAGE_SHIFT);
-	else if (uslub_memcheck)
-		vg_malloclike(p, npages << USLUB_PAGE_SHIFT, 0);
+	set_request(d, size);
+	/* Fresh pages read as zero, but only calloc asked for that. */
+	if (unlikely(uslub_block_debug))
+		uslub_debug_block_alloc(p, size, npages << USLUB_PAGE_SHIFT, zero && cold);
 	if (zero && !cold)
 		memset(p, 0, size);
 	return p;
@@ -101,8 +117,8 @@ void uslub_large_free(struct page_desc *d, void *p)
 		uslub_report_bad_block("double free", "free", p, "large",
 				       npages << USLUB_PAGE_SHIFT);
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
-	if (uslub_memcheck)
-		vg_freelike(p, 0); /* inaccessible until the page allocator hands it out again */
+	if (unlikely(uslub_block_debug))
+		uslub_debug_block_free(p, block_request(d), npages << USLUB_PAGE_SHIFT);
 	struct uslub_thread *t = uslub_tls_thread;
 	if (npages <= LCACHE_PAGES && t->state == THREAD_LIVE &&
 	    t->lcache_count[npages] < LCACHE_DEPTH) {
@@ -126,31 +142,49 @@ void uslub_large_cache_drain(struct uslub_thread *t)
 	}
 }
 
+/* Checkers see the request; otherwise the whole pages may be used. */
 size_t uslub_large_usable(struct page_desc *d)
 {
+	if (unlikely(uslub_block_debug))
+		return block_request(d);
 	return (size_t)d->objects << USLUB_PAGE_SHIFT;
+}
+
+/* The checkers' view of a block resized in place, while pages [0, max(old, npages)) are
+ * still the block's: before a shrink gives pages back, after a growth took them. */
+static void resize_debug(struct page_desc *d, void *p, size_t size, size_t npages)
+{
+	size_t old = block_request(d), span = (size_t)d->objects << USLUB_PAGE_SHIFT;
+	uslub_debug_block_check(p, old, span, "realloc");
+	uslub_debug_block_resize(p, p, old, span, size, npages << USLUB_PAGE_SHIFT);
 }
 
 /* In place or NULL; the caller moves the block when this fails. */
 void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 {
 	size_t old = d->objects, npages = pages_for(size);
-	if (npages == old)
+	if (npages == old) {
+		if (unlikely(uslub_block_debug))
+			resize_debug(d, p, size, npages);
+		set_request(d, size);
 		return p;
+	}
 	if (npages < old) {
-		if (uslub_memcheck)
-			vg_resize(p, old << USLUB_PAGE_SHIFT, npages << USLUB_PAGE_SHIFT);
+		if (unlikely(uslub_block_debug))
+			resize_debug(d, p, size, npages);
 		uslub_pages_free_range(d + npages, old - npages);
 		d->objects = (uint16_t)npages;
+		set_request(d, size);
 		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
 		return p;
 	}
 	if (size > HUGE_THRESHOLD || uslub_pages_claim(d + old, npages - old) != 0)
 		return NULL;
 	mark_large(d, npages, old);
-	if (uslub_memcheck)
-		vg_resize(p, old << USLUB_PAGE_SHIFT, npages << USLUB_PAGE_SHIFT);
+	if (unlikely(uslub_block_debug))
+		resize_debug(d, p, size, npages);
 	d->objects = (uint16_t)npages;
+	set_request(d, size);
 	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	return p;
@@ -164,6 +198,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 struct huge_entry {
 	uintptr_t key; /* 0: empty; 1: deleted */
 	size_t len;
+	size_t size; /* asked for, for the checkers (debug.h) */
 };
 
 static uintptr_t huge_key(uintptr_t a)
@@ -249,7 +284,7 @@ static int huge_reserve(void)
 	return 0;
 }
 
-static int huge_insert(uintptr_t a, size_t len)
+static int huge_insert(uintptr_t a, size_t len, size_t size)
 {
 	if (huge_reserve() != 0)
 		return -1;
@@ -260,6 +295,7 @@ static int huge_insert(uintptr_t a, size_t len)
 		huge_tombs--;
 	huge_table[i].key = huge_key(a);
 	huge_table[i].len = len;
+	huge_table[i].size = size;
 	huge_used++;
 	huge_forget_freed(a);
 	return 0;
@@ -278,7 +314,7 @@ static bool over_limit(size_t len)
 	return limit && atomic_load(&uslub_mapped_bytes) + len > limit;
 }
 
-void *uslub_huge_alloc(size_t size, size_t align)
+void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 {
 	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
 		errno = ENOMEM;
@@ -296,7 +332,7 @@ void *uslub_huge_alloc(size_t size, size_t align)
 		return NULL;
 	}
 	pthread_mutex_lock(&huge_lock);
-	int rc = huge_insert((uintptr_t)p, len);
+	int rc = huge_insert((uintptr_t)p, len, size);
 	pthread_mutex_unlock(&huge_lock);
 	if (rc) {
 		uslub_os_unmap(p, len);
@@ -306,16 +342,18 @@ void *uslub_huge_alloc(size_t size, size_t align)
 	atomic_fetch_add(&uslub_huge_bytes, len);
 	atomic_fetch_add(&uslub_mapped_bytes, len);
 	uslub_note_in_use();
-	if (uslub_memcheck)
-		vg_malloclike_zeroed(p, len); /* a fresh mapping */
+	/* A fresh mapping reads as zero, but only calloc asked for that. */
+	if (unlikely(uslub_block_debug))
+		uslub_debug_block_alloc(p, size, len, zero);
 	return p;
 }
 
+/* Checkers see the request; otherwise the whole mapping may be used. */
 size_t uslub_huge_usable(const void *p)
 {
 	pthread_mutex_lock(&huge_lock);
 	struct huge_entry *e = huge_find((uintptr_t)p);
-	size_t len = e ? e->len : 0;
+	size_t len = !e ? 0 : unlikely(uslub_block_debug) ? e->size : e->len;
 	pthread_mutex_unlock(&huge_lock);
 	return len;
 }
@@ -328,12 +366,12 @@ int uslub_huge_free(void *p)
 		pthread_mutex_unlock(&huge_lock);
 		return 0;
 	}
-	size_t len = e->len;
+	size_t len = e->len, size = e->size;
 	huge_erase(e);
 	huge_note_freed((uintptr_t)p);
 	pthread_mutex_unlock(&huge_lock);
-	if (uslub_memcheck)
-		vg_freelike(p, 0);
+	if (unlikely(uslub_block_debug))
+		uslub_debug_block_free(p, size, len);
 	uslub_os_unmap(p, len);
 	atomic_fetch_sub(&uslub_huge_bytes, len);
 	atomic_fetch_sub(&uslub_mapped_bytes, len);
@@ -350,9 +388,15 @@ void *uslub_huge_realloc(void *p, size_t size)
 	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
 	pthread_mutex_lock(&huge_lock);
 	struct huge_entry *e = huge_find((uintptr_t)p);
-	size_t old = e->len;
+	size_t old = e->len, old_size = e->size;
+	/* Checked while the bytes are where they were: a shrink unmaps the tail. */
+	if (unlikely(uslub_block_debug))
+		uslub_debug_block_check(p, old_size, old, "realloc");
 	if (len == old) {
+		e->size = size;
 		pthread_mutex_unlock(&huge_lock);
+		if (unlikely(uslub_block_debug))
+			uslub_debug_block_resize(p, p, old_size, old, size, len);
 		return p;
 	}
 	if (len > old && over_limit(len - old)) {
@@ -374,18 +418,10 @@ void *uslub_huge_realloc(void *p, size_t size)
 		return NULL;
 	}
 	huge_erase(e);
-	huge_insert((uintptr_t)q, len); /* cannot fail: room was made above */
+	huge_insert((uintptr_t)q, len, size); /* cannot fail: room was made above */
 	pthread_mutex_unlock(&huge_lock);
-	if (uslub_memcheck && q == p) {
-		vg_resize(p, old, len);
-	} else if (uslub_memcheck) {
-		/* mremap carried the bytes' definedness over; a new block record would mark
-		 * them undefined, so the kept part is declared defined (an approximation:
-		 * uninitialised bytes moved with a huge block are no longer reported). */
-		vg_freelike(p, 0);
-		vg_malloclike(q, len, 0);
-		vg_defined(q, old < len ? old : len);
-	}
+	if (unlikely(uslub_block_debug))
+		uslub_debug_block_resize(p, q, old_size, old, size, len);
 	if (len > old) {
 		atomic_fetch_add(&uslub_huge_bytes, len - old);
 		atomic_fetch_add(&uslub_mapped_bytes, len - old);

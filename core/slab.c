@@ -753,12 +753,12 @@ static void *alloc_class(unsigned cls)
 
 /* malloc and uslub_slab_alloc_slow reach here by tail calls, so the return address is
  * the program's call site: what USLUB_DEBUG=U records. */
-void *uslub_slab_alloc_class(unsigned cls)
+void *uslub_slab_alloc_class(unsigned cls, size_t size)
 {
 	void *object = alloc_class(cls);
 	struct uslub_cache *c = &uslub_caches[cls];
 	if (unlikely(c->debug) && object)
-		uslub_debug_alloc(c, page_desc_of(object)->head, object,
+		uslub_debug_alloc(c, page_desc_of(object)->head, object, size,
 				  __builtin_return_address(0));
 	return object;
 }

@@ -23,10 +23,10 @@
 #define USLUB_ASAN 0
 #endif
 
-/* Set once at start-up (debug.c) when memcheck runs: then large and huge blocks, which
- * no cache's slow path sees, are reported too, and pages taken from the page allocator
- * are made accessible again (freed large blocks are left inaccessible to catch uses after
- * free). */
+/* Set once at start-up (debug.c) when memcheck runs: then pages taken from the page
+ * allocator are made accessible again (freed large blocks are left inaccessible to catch
+ * uses after free). Large and huge blocks, which no cache's slow path sees, reach memcheck
+ * through debug.c's block hooks (uslub_block_debug). */
 extern int uslub_memcheck;
 
 #if USLUB_HAVE_VALGRIND

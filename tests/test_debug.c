@@ -5,6 +5,11 @@
  * this test with the case's environment; its stderr goes into a pipe. A detection must
  * end the child by SIGABRT and its report must name the fault and the cache:
  *   Z   write one byte past a 64-byte object, free it      "Redzone overwritten"
+ *   Z   the same one byte past a request of 1, 40, 100, 1000, 5000 (slab objects with
+ *       slack to the class size), 20481 (a large block, the rest of its last page), 5 MiB
+ *       + 1 (a huge block) and posix_memalign(64, 40), and past a realloc grown in place
+ *       to 44: "Redzone overwritten", the block's kind and "(requested N of CLASS)"
+ *   FZ  the overflow of an object not freed, found by the walker at the next malloc
  *   P   write into a freed object, allocate it again       "Poison overwritten"
  *   F   free the same object twice                         "double free"
  *   U   ... and the report names both sites in this file    "Allocated in", "Freed in"
@@ -13,8 +18,10 @@
  *                                                           "Freelist pointer corrupted"
  * Controls that must exit 0: the same operations done right under FZPU and under full
  * hardening (with threads freeing each other's objects), T tracing only the caches listed,
- * a cache list selecting caches, alignment and usable size kept by debug caches, and the
- * slab_is_valid() walker telling a consistent slab from a broken one.
+ * a cache list selecting caches, alignment and usable size kept by debug caches, under Z
+ * the usable size being the request (and every byte of it writable, through realloc in
+ * place of small, large and huge blocks), and the slab_is_valid() walker telling a
+ * consistent slab from a broken one.
  *
  * In an AddressSanitizer build every cache poisons its free objects and red zones, so ASan
  * finds the red-zone and use-after-free writes first: those two cases then expect ASan's
@@ -37,6 +44,9 @@
 extern char **environ;
 
 static unsigned cls64;
+/* case_request's request, from TEST_REQUEST in the case's settings (40 + 1 stands for
+ * posix_memalign(64, 40)). */
+static size_t case_size;
 
 /* ---- the cases, run in the child ---------------------------------------------------- */
 
@@ -45,6 +55,90 @@ static void case_redzone(void)
 	unsigned char *p = uslub_malloc(64);
 	p[64] = 'x'; /* one past the end */
 	uslub_free(p);
+}
+
+/* One byte past the request, then free: with Z the red zone begins at the request. */
+static void case_request(void)
+{
+	size_t n = case_size;
+	unsigned char *p;
+	if (n == 40 + 1) { /* posix_memalign(64, 40): a 64-byte class for the alignment */
+		n = 40;
+		void *q;
+		if (uslub_posix_memalign(&q, 64, n) != 0)
+			_exit(4);
+		p = q;
+	} else {
+		p = uslub_malloc(n);
+	}
+	memset(p, 1, n);
+	p[n] = 'x';
+	uslub_free(p);
+}
+
+/* malloc(40) grown in place to 44 (both kmalloc-48): the red zone moves with it. */
+static void case_realloc_inplace(void)
+{
+	unsigned char *p = uslub_malloc(40);
+	unsigned char *q = uslub_realloc(p, 44);
+	if (q != p)
+		_exit(4);
+	memset(q, 1, 44);
+	q[44] = 'x';
+	uslub_free(q);
+}
+
+/* An overflow of an object nobody frees: F's walker finds it at the slab's next malloc. */
+static void case_walker_redzone(void)
+{
+	unsigned char *p = uslub_malloc(40);
+	p[40] = 'x';
+	uslub_malloc(40);
+	_exit(0); /* not found */
+}
+
+/* Under Z malloc_usable_size is the request, and every byte of it may be written: also
+ * after realloc in place of small, large and huge blocks, and after posix_memalign. */
+static void case_usable(void)
+{
+	static const size_t sizes[] = {1, 40, 100, 1000, 5000, 20481, 5 * TU_MIB + 1};
+	int bad = 0;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		unsigned char *p = uslub_malloc(n);
+		if (uslub_malloc_usable_size(p) != n) {
+			fprintf(stderr, "malloc(%zu): usable %zu\n", n,
+				uslub_malloc_usable_size(p));
+			bad = 1;
+		}
+		memset(p, 1, uslub_malloc_usable_size(p));
+		/* grow and shrink, mostly in place: same class or pages, more pages, fewer */
+		size_t steps[] = {n + 3, n + 5000, n > 5 ? n - 5 : n, n + 1};
+		for (size_t k = 0; k < 4; k++) {
+			p = uslub_realloc(p, steps[k]);
+			if (uslub_malloc_usable_size(p) != steps[k]) {
+				fprintf(stderr, "realloc(%zu): usable %zu\n", steps[k],
+					uslub_malloc_usable_size(p));
+				bad = 1;
+			}
+			memset(p, 2, steps[k]);
+		}
+		uslub_free(p);
+	}
+	void *q;
+	if (uslub_posix_memalign(&q, 64, 40) != 0 || uslub_malloc_usable_size(q) != 40 ||
+	    (uintptr_t)q % 64) {
+		fprintf(stderr, "posix_memalign(64, 40): %p, usable %zu\n", q,
+			uslub_malloc_usable_size(q));
+		bad = 1;
+	}
+	memset(q, 1, 40);
+	uslub_free(q);
+	char *z = uslub_calloc(1, 5 * TU_MIB + 1);
+	bad |= z[5 * TU_MIB] != 0;
+	uslub_free(z);
+	fputs("usable sizes done\n", stderr);
+	_exit(bad ? 5 : 0);
 }
 
 static void case_poison(void)
@@ -206,6 +300,14 @@ struct debug_case {
 	const char *reject;    /* a text that must not appear */
 };
 
+#define REQUEST_CASE(label, n, bug, requested)                                                     \
+	{                                                                                          \
+		.name = label, .run = case_request, .env = {"USLUB_DEBUG=Z", "TEST_REQUEST=" #n},  \
+		.expect_abort = 1,                                                                 \
+		.expect = {bug, "Redzone overwritten", requested, "First byte 0x78"},              \
+		.asan_catches = 1                                                                  \
+	}
+
 static const struct debug_case cases[] = {
     {"redzone",
      case_redzone,
@@ -269,6 +371,39 @@ static const struct debug_case cases[] = {
     {"selected", case_selected, {"USLUB_DEBUG=FZ,kmalloc-64,kmalloc-1k"}, 0, {NULL}, 0, NULL},
     {"layout", case_layout, {"USLUB_DEBUG=FZPU"}, 0, {NULL}, 0, NULL},
     {"walker", case_walker, {"USLUB_DEBUG=F"}, 0, {"walker: "}, 0, NULL},
+    REQUEST_CASE("request-1", 1, "BUG kmalloc-16", "@offset=1 in the object (requested 1 of 16)"),
+    REQUEST_CASE("request-40", 40, "BUG kmalloc-48",
+		 "@offset=40 in the object (requested 40 of 48)"),
+    REQUEST_CASE("request-100", 100, "BUG kmalloc-112", "(requested 100 of 112)"),
+    REQUEST_CASE("request-1000", 1000, "BUG kmalloc-1k", "(requested 1000 of 1024)"),
+    REQUEST_CASE("request-5000", 5000, "BUG kmalloc-5k", "(requested 5000 of 5120)"),
+    REQUEST_CASE("request-20481", 20481, "BUG large block",
+		 "@offset=20481 in the block (requested 20481 of 24576)"),
+    REQUEST_CASE("request-5MiB+1", 5242881, "BUG huge block", "(requested 5242881 of 5246976)"),
+    REQUEST_CASE("request-aligned-40", 41, "BUG kmalloc-64",
+		 "@offset=40 in the object (requested 40 of 64)"),
+    {.name = "request-realloc-44",
+     .run = case_realloc_inplace,
+     .env = {"USLUB_DEBUG=Z"},
+     .expect_abort = 1,
+     .expect = {"BUG kmalloc-48", "Redzone overwritten", "(requested 44 of 48)"},
+     .asan_catches = 1},
+    {.name = "walker-redzone",
+     .run = case_walker_redzone,
+     .env = {"USLUB_DEBUG=FZ"},
+     .expect_abort = 1,
+     .expect = {"BUG kmalloc-48", "Redzone overwritten", "(requested 40 of 48)",
+		"Found in malloc() called from"},
+     .asan_catches = 1},
+    /* No USLUB_DEBUG: only ASan sees it (every cache of an ASan build poisons). */
+    {.name = "asan-request-40",
+     .run = case_request,
+     .env = {"USLUB_DEBUG=0", "TEST_REQUEST=40"},
+     .asan_catches = 1},
+    {.name = "usable-z",
+     .run = case_usable,
+     .env = {"USLUB_DEBUG=Z"},
+     .expect = {"usable sizes done"}},
 };
 #define NR_CASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -332,6 +467,8 @@ int main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "--case") == 0) {
 		size_t i = (size_t)atoi(argv[2]);
 		signal(SIGABRT, SIG_DFL);
+		const char *req = getenv("TEST_REQUEST");
+		case_size = req ? strtoul(req, NULL, 10) : 0;
 		uslub_free(uslub_malloc(1)); /* start the allocator with the settings */
 		cases[i].run();
 		_exit(0);
