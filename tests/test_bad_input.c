@@ -14,8 +14,9 @@
  * a huge block, and through realloc - each "double free" with the cache or block kind.
  * A use after free that overwrites a free pointer must be reported as a corrupted free
  * list, both when malloc would follow it (to a global) and when a thread's exit walks it.
- * meson runs the file again with USLUB_SHEAVES=0 (frees go onto remote lists) and
- * USLUB_HARDEN=off (free pointers stored in the clear).
+ * meson runs the file again with USLUB_SHEAVES=0 (frees go onto remote lists),
+ * USLUB_HARDEN=off (free pointers stored in the clear) and USLUB_DEBUG=FZPU (debug caches,
+ * where the kernel-style report says the same).
  * A last case frees and reallocs valid blocks the same way and must exit 0, so a child
  * that aborts for any reason cannot pass for a detection.
  *
