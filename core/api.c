@@ -12,21 +12,6 @@
 
 extern uint64_t uslub_trim_threshold;
 
-void *uslub_slab_alloc_slow(size_t size)
-{
-	uslub_init();
-	if (size <= USLUB_MAX_SMALL) {
-		unsigned cls = uslub_size_to_class(size);
-		uslub_stat_request(cls, size); /* the internal-waste sample, see stats.h */
-		return uslub_slab_alloc_class(cls, size);
-	}
-	if (size > PTRDIFF_MAX) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	return uslub_large_alloc(size, 0, false);
-}
-
 void *uslub_calloc_impl(size_t nmemb, size_t size)
 {
 	size_t total;

@@ -24,11 +24,81 @@
 #include "check.h"
 
 #include "internal.h"
+#include "debug.h"
 #include "print.h"
 #include "slab.h"
 
 #include <stdarg.h>
 #include <string.h>
+
+/* ---- one slab: the slab_is_valid() walker of USLUB_DEBUG=F and the tests ---------- */
+
+/* Objects on a free list of s, or -1 (with *why) when a link is not a free object of s
+ * or the list is longer than the slab. */
+static long free_list_length(struct uslub_cache *c, struct page_desc *s, void *head,
+			     const char **why)
+{
+	long n = 0;
+	for (void *p = head; p; p = get_next(c, p)) {
+		if (uslub_slab_object_start(s, p) != p) {
+			*why = "Freelist pointer outside the slab";
+			return -1;
+		}
+		if (c->debug && !uslub_debug_is_free(c, p)) {
+			*why = "Freelist holds an allocated object";
+			return -1;
+		}
+		if (++n > s->objects) {
+			*why = "Freelist cycle";
+			return -1;
+		}
+	}
+	return n;
+}
+
+bool uslub_slab_is_valid(struct page_desc *s, const char **why)
+{
+	if (s->kind != PAGE_SLAB || s->head != s || s->cls >= USLUB_NR_CLASSES) {
+		*why = "Slab descriptor corrupted";
+		return false;
+	}
+	struct uslub_cache *c = &uslub_caches[s->cls];
+	if (s->objects != uslub_cache_objects(c, s->order)) {
+		*why = "Slab object count wrong";
+		return false;
+	}
+	uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+	if (w_inuse(w) > s->objects) {
+		*why = "Slab inuse above its objects";
+		return false;
+	}
+	/* Only the owner may walk the lists: anyone else's walk races with the owner
+	 * taking and handing out their objects. */
+	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != uslub_tls_thread)
+		return true;
+	long remote = free_list_length(c, s, decode(w_head(w), page_address(s)), why);
+	if (remote < 0)
+		return false;
+	long local = free_list_length(c, s, s->local_free, why);
+	if (local < 0)
+		return false;
+	if (local != s->local_count) {
+		*why = "Local freelist count wrong";
+		return false;
+	}
+	/* The word counts the remote list's objects as free, the local list's as held. */
+	if (remote != (long)(s->objects - w_inuse(w))) {
+		*why = "Slab inuse does not match its remote freelist";
+		return false;
+	}
+	if (local > (long)w_inuse(w)) {
+		*why = "Local freelist longer than the slab's inuse";
+		return false;
+	}
+	return true;
+}
+
+/* ---- the whole heap ------------------------------------------------------------- */
 
 #define MAX_REPORTED 16
 

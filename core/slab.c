@@ -106,75 +106,9 @@ struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
 uint64_t uslub_class_magic[USLUB_NR_CLASSES];
 struct uslub_keys uslub_keys;
 
-/* Free pointers: at the object's start in a plain cache; in a debug cache in the slot's
- * metadata, where debug.c decodes and checks them. */
-static inline void *get_next(const struct uslub_cache *c, void *object)
-{
-	if (unlikely(c->debug))
-		return uslub_debug_get_next(c, object);
-	return link_get(object);
-}
-static inline void set_next(const struct uslub_cache *c, void *object, void *next)
-{
-	if (unlikely(c->debug))
-		uslub_debug_set_next(c, object, next);
-	else
-		link_set(object, next);
-}
-
-/* The next object on a free list of slab s, checked: a link that does not name an
- * object of s stops the program instead of being followed (walks of lists the fast
- * path does not pop: deactivation, the consistency walker). */
-static inline void *get_next_checked(const struct uslub_cache *c, struct page_desc *s, void *object)
-{
-	void *next = get_next(c, object);
-	if (unlikely(next) && unlikely(uslub_slab_object_start(s, next) != next))
-		uslub_report_corrupt("free pointer outside its slab", c, page_address(s), object);
-	return next;
-}
-
-/* A free object of a plain cache carries its mark; a debug cache keeps the state in
- * its metadata instead (debug.c). */
-static inline void mark_free_plain(const struct uslub_cache *c, void *object)
-{
-	if (likely(!c->debug))
-		mark_free(object);
-}
-
-static inline uintptr_t slab_bits(struct page_desc *s)
-{
-	return (uintptr_t)page_address(s) | (USLUB_PAGE_SHIFT + s->order);
-}
-
 void *uslub_slab_next_free(const struct uslub_cache *c, void *object)
 {
 	return get_next(c, object);
-}
-
-static inline unsigned slab_nid(struct page_desc *s)
-{
-	/* A slab may sit in a region of its node's large-block zone (borrowed pages). */
-	return region_of(s)->nid;
-}
-
-/* A slab belongs to the node of its region, whichever thread frees into it. */
-static inline struct cache_node *node_of_slab(struct uslub_cache *c, struct page_desc *s)
-{
-	return &c->node[slab_nid(s)];
-}
-
-/* Counters of threads without state of their own go straight to the cache, atomically:
- * those are rare and off the fast path. */
-static void stat_shared(struct uslub_thread *t, unsigned cls, enum uslub_stat_item item)
-{
-#if USLUB_STATS_ENABLED
-	if (likely(t->state == THREAD_LIVE || t->state == THREAD_ORPHAN))
-		t->cpu[cls].stat[item]++;
-	else
-		__atomic_fetch_add(&uslub_caches[cls].stat[item], 1, __ATOMIC_RELAXED);
-#else
-	(void)t, (void)cls, (void)item;
-#endif
 }
 
 void uslub_caches_init(void)
@@ -369,7 +303,22 @@ static struct page_desc *allocate_slab(struct uslub_cache *c, struct uslub_threa
 	return s;
 }
 
-static void discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
+/* new_slab: a slab for the thread's cache_cpu, frozen for it; its objects in *fl. NULL when
+ * no memory is left (the caller reports ENOMEM). */
+struct page_desc *uslub_new_slab(struct uslub_cache *c, struct uslub_thread *t,
+				 struct cache_cpu *cc, void **fl)
+{
+	unsigned order;
+	struct page_desc *s = allocate_slab(c, t, cc, &order);
+	if (!s)
+		return NULL;
+	uslub_stat(cc, ALLOC_SLAB);
+	*fl = init_slab(c, s, order, t);
+	uslub_note_in_use();
+	return s;
+}
+
+void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
 {
 	unsigned order = s->order;
 	atomic_fetch_sub(&c->nr_slabs, 1);
@@ -391,59 +340,12 @@ static void discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslu
 	}
 }
 
-static void add_partial(struct cache_node *n, struct page_desc *s, bool tail)
-{
-	if (tail)
-		cds_list_add_tail(&s->list, &n->partial);
-	else
-		cds_list_add(&s->list, &n->partial);
-	s->flags |= PF_ON_PARTIAL;
-	/* Under list_lock, but get_partial_node peeks at it without: an atomic store. */
-	__atomic_store_n(&n->nr_partial, n->nr_partial + 1, __ATOMIC_RELAXED);
-}
-
-static void remove_partial(struct cache_node *n, struct page_desc *s)
-{
-	cds_list_del(&s->list);
-	s->flags &= (uint8_t)~PF_ON_PARTIAL;
-	__atomic_store_n(&n->nr_partial, n->nr_partial - 1, __ATOMIC_RELAXED);
-}
-
-/* A free by the slab's owner: onto its local list, no atomic (the fast path inlines the
- * same for plain caches). */
-static inline void push_local(const struct uslub_cache *c, struct page_desc *s, void *p)
-{
-	set_next(c, p, s->local_free);
-	mark_free_plain(c, p);
-	s->local_free = p;
-	s->local_count++;
-}
-
-/* The owner's free objects of a frozen slab: its local list, else its remote list. */
-static void *take_slab_freelist(struct page_desc *s)
-{
-	void *fl = s->local_free;
-	if (fl) {
-		s->local_free = NULL;
-		s->local_count = 0;
-		return fl;
-	}
-	uint64_t old = atomic_load_explicit(&s->word, memory_order_acquire);
-	while (w_head(old)) {
-		if (atomic_compare_exchange_weak_explicit(
-			&s->word, &old, w_make(0, s->objects, W_FROZEN), memory_order_acquire,
-			memory_order_relaxed))
-			return decode(w_head(old), page_address(s));
-	}
-	return NULL;
-}
-
 /* deactivate_slab: the owner lets a frozen slab go. Its free objects (the thread's
  * freelist `fl`, if it is the current slab, and the local list) join the remote ones on
  * the slab's own list; the slab then goes to the node's partial list, back to the page
  * allocator when empty, or nowhere when full. */
-static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
-			    struct uslub_thread *t)
+void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
+			   struct uslub_thread *t)
 {
 	struct cache_cpu *cc = &t->cpu[c->cls];
 	struct cache_node *n = node_of_slab(c, s);
@@ -517,7 +419,7 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 	if (inuse == 0 && n->nr_partial >= c->min_partial) {
 		pthread_mutex_unlock(&n->list_lock);
 		uslub_stat(cc, DEACTIVATE_EMPTY);
-		discard_slab(c, s, t);
+		uslub_discard_slab(c, s, t);
 		return;
 	}
 	add_partial(n, s, inuse == 0);
@@ -528,23 +430,23 @@ static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl
 	pthread_mutex_unlock(&n->list_lock);
 }
 
-static void unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct uslub_thread *t)
+void uslub_unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct uslub_thread *t)
 {
 	struct page_desc *s;
 	while ((s = cc->partial)) {
 		cc->partial = s->next;
 		s->next = NULL;
 		cc->nr_partial--;
-		deactivate_slab(c, s, NULL, t);
+		uslub_deactivate_slab(c, s, NULL, t);
 	}
 }
 
-static void put_cpu_partial(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
+void uslub_put_cpu_partial(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
 {
 	struct cache_cpu *cc = &t->cpu[c->cls];
 	if (cc->nr_partial >= c->cpu_partial_slabs) {
 		uslub_stat(cc, CPU_PARTIAL_DRAIN);
-		unfreeze_partials(c, cc, t);
+		uslub_unfreeze_partials(c, cc, t);
 	}
 	s->next = cc->partial;
 	cc->partial = s;
@@ -629,8 +531,8 @@ static struct page_desc *get_any_partial(struct uslub_cache *c, struct uslub_thr
 	return NULL;
 }
 
-static struct page_desc *get_partial(struct uslub_cache *c, struct uslub_thread *t,
-				     struct cache_cpu *cc, void **fl)
+struct page_desc *uslub_get_partial(struct uslub_cache *c, struct uslub_thread *t,
+				    struct cache_cpu *cc, void **fl)
 {
 	uint64_t found = 0;
 	struct page_desc *s = get_partial_node(c, &c->node[t->node], t, cc, fl, &found);
@@ -640,130 +542,6 @@ static struct page_desc *get_partial(struct uslub_cache *c, struct uslub_thread 
 	}
 	return get_any_partial(c, t, cc, fl);
 }
-
-/* ___slab_alloc: the thread's freelist for this cache is empty. */
-static void *alloc_refill(struct uslub_thread *t, unsigned cls)
-{
-	struct cache_cpu *cc = &t->cpu[cls];
-	struct uslub_cache *c = &uslub_caches[cls];
-	struct page_desc *s;
-	void *fl, *object = cc->freelist;
-
-	if (object) {
-		/* Filled meanwhile: the thread was just set up, or a recursion refilled. */
-		cc->freelist = get_next_checked(c, cc->slab, object);
-		mark_allocated(object);
-		uslub_stat(cc, ALLOC_FASTPATH);
-		return object;
-	}
-	s = cc->slab;
-	if (unlikely(c->debug) && s && s->local_free) {
-		/* A debug cache keeps its free objects on the slab's local list, never on
-		 * the thread freelist, and takes them one at a time. */
-		object = s->local_free;
-		s->local_free = get_next(c, object);
-		s->local_count--;
-		uslub_stat(cc, ALLOC_SLOWPATH);
-		return object;
-	}
-	if (s) {
-		fl = take_slab_freelist(s);
-		if (fl) {
-			uslub_stat(cc, ALLOC_REFILL);
-			goto load;
-		}
-		cc->slab = NULL;
-		uslub_stat(cc, DEACTIVATE_BYPASS);
-		deactivate_slab(c, s, NULL, t);
-	}
-	while ((s = cc->partial)) {
-		cc->partial = s->next;
-		s->next = NULL;
-		cc->nr_partial--;
-		fl = take_slab_freelist(s);
-		if (fl) {
-			cc->slab = s;
-			uslub_stat(cc, CPU_PARTIAL_ALLOC);
-			goto load;
-		}
-		deactivate_slab(c, s, NULL, t);
-	}
-	/* Needing a new slab is when a migration is looked for: sched_getcpu is a vDSO
-	 * call, and once per slab costs nothing next to the slab. */
-	if (uslub_nr_nodes > 1 && !uslub_topo.round_robin) {
-		unsigned node = uslub_node_current();
-		if (node != t->node) {
-			uslub_stat(cc, ALLOC_NODE_MISMATCH);
-			t->node = node;
-		}
-	}
-	s = get_partial(c, t, cc, &fl);
-	if (s) {
-		cc->slab = s;
-		goto load;
-	}
-	unsigned order;
-	s = allocate_slab(c, t, cc, &order);
-	if (!s) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	uslub_stat(cc, ALLOC_SLAB);
-	fl = init_slab(c, s, order, t);
-	cc->slab = s;
-	uslub_note_in_use();
-load:
-	uslub_stat(cc, ALLOC_SLOWPATH);
-	if (unlikely(c->debug)) {
-		/* The rest waits on the slab's local list (empty here: each way to `load`
-		 * took or found it so), counted once per load, not once per object. */
-		uint16_t n = 0;
-		s->local_free = get_next(c, fl);
-		for (void *p = s->local_free; p && n < s->objects; p = get_next(c, p))
-			n++;
-		s->local_count = n;
-		return fl;
-	}
-	cc->slab_bits = slab_bits(s);
-	cc->freelist = get_next_checked(c, s, fl);
-	mark_allocated(fl);
-	return fl;
-}
-
-static void *alloc_class(unsigned cls)
-{
-	struct uslub_thread *t = uslub_tls_thread;
-	/* A safe point: no cache state is half-changed here, so the nested allocations of
-	 * pthread_create are harmless. */
-	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
-		uslub_replenish_start();
-	if (likely(t->state == THREAD_LIVE))
-		return alloc_refill(t, cls);
-	if (t->state == THREAD_EMPTY) {
-		t = uslub_thread_create();
-		if (t)
-			return alloc_refill(t, cls);
-	}
-	/* No state of our own (exiting thread, or none could be made): share one. */
-	pthread_mutex_lock(&uslub_orphan_lock);
-	void *object = alloc_refill(&uslub_orphan_thread, cls);
-	pthread_mutex_unlock(&uslub_orphan_lock);
-	return object;
-}
-
-/* malloc and uslub_slab_alloc_slow reach here by tail calls, so the return address is
- * the program's call site: what USLUB_DEBUG=U records. */
-void *uslub_slab_alloc_class(unsigned cls, size_t size)
-{
-	void *object = alloc_class(cls);
-	struct uslub_cache *c = &uslub_caches[cls];
-	if (unlikely(c->debug) && object)
-		uslub_debug_alloc(c, page_desc_of(object)->head, object, size,
-				  __builtin_return_address(0));
-	return object;
-}
-
-/* ---- free ------------------------------------------------------------------------- */
 
 void *uslub_slab_object_start(struct page_desc *s, const void *p)
 {
@@ -778,343 +556,6 @@ void *uslub_slab_object_start(struct page_desc *s, const void *p)
 	return (char *)p - (in_slot - c->offset);
 }
 
-/* A slab this thread just froze takes back its objects at the top of the thread's sheaf,
- * as plain local frees. A thread freeing its own objects in order sends the first of a
- * slab into the sheaf and the next one here (the free fast path keeps two objects of one
- * page out of the sheaf); without this, the slab would be short of that object when its
- * partial list drains it, and every later free into it would take the compare-and-swap
- * path. Only the top is looked at: that is where such objects are, and it costs no walk. */
-static void sheaf_return(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
-{
-	struct cache_cpu *cc = &t->cpu[c->cls];
-	uintptr_t base = (uintptr_t)page_address(s), bytes = USLUB_PAGE_SIZE << s->order;
-	unsigned n = cc->sheaf_count;
-	while (n && (uintptr_t)cc->sheaf[n - 1] - base < bytes) {
-		void *p = cc->sheaf[--n];
-		push_local(c, s, p);
-		uslub_stat(cc, SHEAF_FLUSH);
-	}
-	cc->sheaf_count = (uint16_t)n;
-}
-
-/* __slab_free: onto the remote list with one CAS. A free that makes an unfrozen slab
- * empty, or that finds it full while no thread can take it, needs the node's lock. */
-static void slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
-			     struct uslub_thread *t)
-{
-	struct cache_node *n = node_of_slab(c, s);
-	char *base = page_address(s);
-	bool live = t->state == THREAD_LIVE;
-	bool locked = false, freeze = false;
-	uint64_t old, new, frozen;
-	uint32_t prior, inuse;
-
-	for (;;) {
-		old = atomic_load_explicit(&s->word, memory_order_relaxed);
-		prior = w_head(old);
-		/* The mark caught every double free before here; an empty slab or p at the
-		 * list's head means one raced with another free of p. */
-		if (unlikely(prior == encode(p, base)) || unlikely(!w_inuse(old)))
-			uslub_report_bad_free("double free", "free", p, c);
-		set_next(c, p, decode(prior, base));
-		mark_free_plain(c, p);
-		inuse = w_inuse(old) - 1;
-		frozen = old & W_FROZEN;
-		new = w_make(encode(p, base), inuse, frozen);
-		freeze = false;
-		if (!frozen) {
-			if (!prior && live) {
-				new |= W_FROZEN;
-				freeze = true;
-			} else if ((inuse == 0 || !prior) && !locked) {
-				pthread_mutex_lock(&n->list_lock);
-				locked = true;
-				continue;
-			}
-		}
-		/* acq_rel: release publishes p's link; acquire makes a thread that freezes
-		 * the slab here see what its previous owner wrote into the descriptor
-		 * (local list, partial link) before letting it go. On x86 it is the same
-		 * instruction. */
-		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new, memory_order_acq_rel,
-							  memory_order_relaxed))
-			break;
-		stat_shared(t, c->cls, USLUB_STAT_CMPXCHG_DOUBLE_FAIL);
-	}
-	stat_shared(t, c->cls, USLUB_STAT_FREE_SLOWPATH);
-	if (frozen || freeze) {
-		if (locked)
-			pthread_mutex_unlock(&n->list_lock);
-		if (frozen) {
-			stat_shared(t, c->cls, USLUB_STAT_FREE_FROZEN);
-			return;
-		}
-		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
-		uslub_stat(&t->cpu[c->cls], CPU_PARTIAL_FREE);
-		put_cpu_partial(c, s, t);
-		sheaf_return(c, s, t);
-		return;
-	}
-	if (!locked)
-		return; /* a partial slab stays partial: no list changes */
-	if (inuse == 0 && n->nr_partial >= c->min_partial) {
-		if (s->flags & PF_ON_PARTIAL) {
-			remove_partial(n, s);
-			stat_shared(t, c->cls, USLUB_STAT_FREE_REMOVE_PARTIAL);
-		}
-		pthread_mutex_unlock(&n->list_lock);
-		discard_slab(c, s, t);
-		return;
-	}
-	if (!(s->flags & PF_ON_PARTIAL)) {
-		add_partial(n, s, true);
-		stat_shared(t, c->cls, USLUB_STAT_FREE_ADD_PARTIAL);
-	}
-	pthread_mutex_unlock(&n->list_lock);
-}
-
-/* free reaches here by a tail call: the return address is the program's call site. */
-void uslub_slab_free_slow(void *p)
-{
-	if (!p)
-		return;
-	int saved = errno;
-	struct page_desc *s = region_of(p) ? page_desc_of(p)->head : NULL;
-	if (!s) {
-		if (!uslub_huge_free(p))
-			uslub_report_no_block("free", p);
-		errno = saved;
-		return;
-	}
-	if (s->kind == PAGE_LARGE) {
-		uslub_large_free(s, p);
-		errno = saved;
-		return;
-	}
-	if (s->kind != PAGE_SLAB)
-		uslub_report_no_block("free", p);
-	struct uslub_cache *c = &uslub_caches[s->cls];
-	if (uslub_slab_object_start(s, p) != p)
-		uslub_report_bad_free("invalid pointer", "free", p, c);
-	if (unlikely(c->debug))
-		uslub_debug_free(c, s, p, __builtin_return_address(0));
-	else if (is_marked_free(p))
-		uslub_report_bad_free("double free", "free", p, c);
-	struct uslub_thread *t = uslub_tls_thread;
-	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
-		push_local(c, s, p);
-		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
-	} else {
-		slab_free_remote(c, s, p, t);
-	}
-	errno = saved;
-}
-
-__attribute__((noreturn)) void uslub_report_bad_free(const char *what, const char *func,
-						     const void *p, const struct uslub_cache *c)
-{
-	if (c)
-		uslub_message("uslub: %s(): %s %p (cache %s, object size %u)\n", func, what, p,
-			      c->name, c->size);
-	else
-		uslub_message("uslub: %s(): %s %p (not a block of this allocator)\n", func, what,
-			      p);
-	if (c && c->debug) {
-		/* A debug cache can say more: the object p points into, with its sites. */
-		struct page_desc *s = page_desc_of(p)->head;
-		uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
-		if (off < (uintptr_t)s->objects * c->stride) {
-			char *object = (char *)page_address(s) + off - off % c->stride + c->offset;
-			uslub_debug_report(c, s, object, what, p);
-		}
-	}
-	abort();
-}
-
-__attribute__((noreturn)) void uslub_report_bad_block(const char *what, const char *func,
-						      const void *p, const char *kind, size_t bytes)
-{
-	uslub_message("uslub: %s(): %s %p (%s block of %zu bytes)\n", func, what, p, kind, bytes);
-	abort();
-}
-
-void uslub_report_no_block(const char *func, const void *p)
-{
-	struct region *r = region_of(p);
-	if (r) {
-		/* Pages of the region's body that are free held a block once; the region's
-		 * descriptors never did. */
-		size_t page = ((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT;
-		if (page >= FIRST_PAGE && !((uintptr_t)p & 15)) {
-			uslub_message("uslub: %s(): double free %p (its pages are free: the block "
-				      "was freed before)\n",
-				      func, p);
-			abort();
-		}
-	} else if (uslub_huge_was_freed(p)) {
-		uslub_message("uslub: %s(): double free %p (huge block, already unmapped)\n", func,
-			      p);
-		abort();
-	}
-	uslub_report_bad_free("invalid pointer", func, p, NULL);
-}
-
-void uslub_double_free(void *p, struct page_desc *s)
-{
-	uslub_report_bad_free("double free", "free", p, &uslub_caches[s->cls]);
-}
-
-void uslub_freelist_corrupt(struct cache_cpu *cc, void *object)
-{
-	struct page_desc *s = cc->slab;
-	uslub_report_corrupt("free pointer outside its slab", &uslub_caches[s->cls],
-			     page_address(s), object);
-}
-
-__attribute__((noreturn)) void uslub_report_corrupt(const char *what, const struct uslub_cache *c,
-						    const void *slab, const void *p)
-{
-	uslub_message("uslub: corrupted free list in cache %s (slab %p): %s, at %p; "
-		      "an object was written after it was freed\n",
-		      c->name, slab, what, p);
-	abort();
-}
-
-/* ---- consistency ---------------------------------------------------------------- */
-
-/* Objects on a free list of s, or -1 (with *why) when a link is not a free object of s
- * or the list is longer than the slab. */
-static long free_list_length(struct uslub_cache *c, struct page_desc *s, void *head,
-			     const char **why)
-{
-	long n = 0;
-	for (void *p = head; p; p = get_next(c, p)) {
-		if (uslub_slab_object_start(s, p) != p) {
-			*why = "Freelist pointer outside the slab";
-			return -1;
-		}
-		if (c->debug && !uslub_debug_is_free(c, p)) {
-			*why = "Freelist holds an allocated object";
-			return -1;
-		}
-		if (++n > s->objects) {
-			*why = "Freelist cycle";
-			return -1;
-		}
-	}
-	return n;
-}
-
-bool uslub_slab_is_valid(struct page_desc *s, const char **why)
-{
-	if (s->kind != PAGE_SLAB || s->head != s || s->cls >= USLUB_NR_CLASSES) {
-		*why = "Slab descriptor corrupted";
-		return false;
-	}
-	struct uslub_cache *c = &uslub_caches[s->cls];
-	if (s->objects != uslub_cache_objects(c, s->order)) {
-		*why = "Slab object count wrong";
-		return false;
-	}
-	uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
-	if (w_inuse(w) > s->objects) {
-		*why = "Slab inuse above its objects";
-		return false;
-	}
-	/* Only the owner may walk the lists: anyone else's walk races with the owner
-	 * taking and handing out their objects. */
-	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != uslub_tls_thread)
-		return true;
-	long remote = free_list_length(c, s, decode(w_head(w), page_address(s)), why);
-	if (remote < 0)
-		return false;
-	long local = free_list_length(c, s, s->local_free, why);
-	if (local < 0)
-		return false;
-	if (local != s->local_count) {
-		*why = "Local freelist count wrong";
-		return false;
-	}
-	/* The word counts the remote list's objects as free, the local list's as held. */
-	if (remote != (long)(s->objects - w_inuse(w))) {
-		*why = "Slab inuse does not match its remote freelist";
-		return false;
-	}
-	if (local > (long)w_inuse(w)) {
-		*why = "Local freelist longer than the slab's inuse";
-		return false;
-	}
-	return true;
-}
-
-/* ---- sheaves and thread teardown ------------------------------------------------ */
-
-/* The thread's freelist of this cache is empty: the last object put in its sheaf, else
- * the slow path. */
-void *uslub_sheaf_alloc(struct cache_cpu *cc, size_t size)
-{
-	unsigned n = cc->sheaf_count;
-	if (likely(n)) {
-		void *object = cc->sheaf[n - 1];
-		cc->sheaf_count = (uint16_t)(n - 1);
-		mark_allocated(object);
-		uslub_stat(cc, ALLOC_FASTPATH);
-		uslub_stat(cc, ALLOC_SHEAF);
-		return object;
-	}
-	return uslub_slab_alloc_slow(size);
-}
-
-/* p is an object's start in slab s (the fast path checked), which this thread does not
- * hold, or p is its local list's head. Into the sheaf if there is room and p is not in the
- * page of the object put there last (two frees into one page in a row go the SLUB way,
- * freezing the slab: see sheaf_return), else the slow path. */
-void uslub_sheaf_free(void *p, struct page_desc *s)
-{
-	struct uslub_thread *t = uslub_tls_thread;
-	/* A large block's descriptor may carry an old class: kind decides. */
-	if (likely(__atomic_load_n(&s->kind, __ATOMIC_RELAXED) == PAGE_SLAB) &&
-	    likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != t)) {
-		struct cache_cpu *cc = &t->cpu[s->cls];
-		unsigned n = cc->sheaf_count;
-		if (unlikely(is_marked_free(p)))
-			uslub_double_free(p, s);
-		if (likely(n < cc->sheaf_cap) &&
-		    likely(!n || ((uintptr_t)cc->sheaf[n - 1] ^ (uintptr_t)p) >= USLUB_PAGE_SIZE)) {
-			mark_free(p);
-			cc->sheaf[n] = p;
-			cc->sheaf_count = (uint16_t)(n + 1);
-			uslub_stat(cc, FREE_FASTPATH);
-			uslub_stat(cc, FREE_SHEAF);
-			return;
-		}
-	}
-	uslub_slab_free_slow(p);
-}
-
-/* The objects were counted as freed when they went into the sheaf, so sending them on
- * counts nothing again. */
-void uslub_sheaves_flush(struct uslub_thread *t, bool final)
-{
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-		struct cache_cpu *cc = &t->cpu[i];
-		struct uslub_cache *c = &uslub_caches[i];
-		if (final)
-			cc->sheaf_cap = 0;
-		while (cc->sheaf_count) {
-			void *p = cc->sheaf[--cc->sheaf_count];
-			struct page_desc *s = page_desc_of(p)->head;
-			uslub_stat(cc, SHEAF_FLUSH);
-			if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
-				push_local(c, s, p);
-			} else {
-				slab_free_remote(c, s, p, t);
-				uslub_stat_add(cc, FREE_SLOWPATH, (uint64_t)-1);
-			}
-		}
-	}
-}
-
 void uslub_thread_flush(struct uslub_thread *t)
 {
 	uslub_sheaves_flush(t, true);
@@ -1127,9 +568,9 @@ void uslub_thread_flush(struct uslub_thread *t)
 			cc->slab = NULL;
 			cc->freelist = NULL;
 			uslub_stat(cc, CPUSLAB_FLUSH);
-			deactivate_slab(c, s, fl, t);
+			uslub_deactivate_slab(c, s, fl, t);
 		}
-		unfreeze_partials(c, cc, t);
+		uslub_unfreeze_partials(c, cc, t);
 	}
 	uslub_pcp_drain(t, 0);
 }

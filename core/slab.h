@@ -5,6 +5,7 @@
 #define USLUB_SLAB_H
 
 #include "internal.h"
+#include "debug.h"
 
 /* Objects in a slab of `order` pages: plain caches fill it; a debug cache's slots are
  * `stride` apart and the last object's right red zone follows them (debug.h). */
@@ -96,5 +97,115 @@ static inline void uslub_free_inline(void *p)
 /* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves
  * (thread exit). */
 void uslub_sheaves_flush(struct uslub_thread *t, bool final);
+
+/* ---- what the slow-path files share (slab.c, alloc.c, free.c, sheaf.c) ---------- */
+
+/* Free pointers: at the object's start in a plain cache; in a debug cache in the slot's
+ * metadata, where debug.c decodes and checks them. */
+static inline void *get_next(const struct uslub_cache *c, void *object)
+{
+	if (unlikely(c->debug))
+		return uslub_debug_get_next(c, object);
+	return link_get(object);
+}
+
+static inline void set_next(const struct uslub_cache *c, void *object, void *next)
+{
+	if (unlikely(c->debug))
+		uslub_debug_set_next(c, object, next);
+	else
+		link_set(object, next);
+}
+
+/* The next object on a free list of slab s, checked: a link that does not name an
+ * object of s stops the program instead of being followed (walks of lists the fast
+ * path does not pop: deactivation, the consistency walker). */
+static inline void *get_next_checked(const struct uslub_cache *c, struct page_desc *s, void *object)
+{
+	void *next = get_next(c, object);
+	if (unlikely(next) && unlikely(uslub_slab_object_start(s, next) != next))
+		uslub_report_corrupt("free pointer outside its slab", c, page_address(s), object);
+	return next;
+}
+
+/* A free object of a plain cache carries its mark; a debug cache keeps the state in
+ * its metadata instead (debug.c). */
+static inline void mark_free_plain(const struct uslub_cache *c, void *object)
+{
+	if (likely(!c->debug))
+		mark_free(object);
+}
+
+static inline uintptr_t slab_bits(struct page_desc *s)
+{
+	return (uintptr_t)page_address(s) | (USLUB_PAGE_SHIFT + s->order);
+}
+
+static inline unsigned slab_nid(struct page_desc *s)
+{
+	/* A slab may sit in a region of its node's large-block zone (borrowed pages). */
+	return region_of(s)->nid;
+}
+
+/* A slab belongs to the node of its region, whichever thread frees into it. */
+static inline struct cache_node *node_of_slab(struct uslub_cache *c, struct page_desc *s)
+{
+	return &c->node[slab_nid(s)];
+}
+
+/* Counters of threads without state of their own go straight to the cache, atomically:
+ * those are rare and off the fast path. */
+static inline void stat_shared(struct uslub_thread *t, unsigned cls, enum uslub_stat_item item)
+{
+#if USLUB_STATS_ENABLED
+	if (likely(t->state == THREAD_LIVE || t->state == THREAD_ORPHAN))
+		t->cpu[cls].stat[item]++;
+	else
+		__atomic_fetch_add(&uslub_caches[cls].stat[item], 1, __ATOMIC_RELAXED);
+#else
+	(void)t, (void)cls, (void)item;
+#endif
+}
+
+static inline void add_partial(struct cache_node *n, struct page_desc *s, bool tail)
+{
+	if (tail)
+		cds_list_add_tail(&s->list, &n->partial);
+	else
+		cds_list_add(&s->list, &n->partial);
+	s->flags |= PF_ON_PARTIAL;
+	/* Under list_lock, but get_partial_node peeks at it without: an atomic store. */
+	__atomic_store_n(&n->nr_partial, n->nr_partial + 1, __ATOMIC_RELAXED);
+}
+
+static inline void remove_partial(struct cache_node *n, struct page_desc *s)
+{
+	cds_list_del(&s->list);
+	s->flags &= (uint8_t)~PF_ON_PARTIAL;
+	__atomic_store_n(&n->nr_partial, n->nr_partial - 1, __ATOMIC_RELAXED);
+}
+
+/* A free by the slab's owner: onto its local list, no atomic (the fast path inlines the
+ * same for plain caches). */
+static inline void push_local(const struct uslub_cache *c, struct page_desc *s, void *p)
+{
+	set_next(c, p, s->local_free);
+	mark_free_plain(c, p);
+	s->local_free = p;
+	s->local_count++;
+}
+
+struct page_desc *uslub_new_slab(struct uslub_cache *c, struct uslub_thread *t,
+				 struct cache_cpu *cc, void **fl);
+void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
+void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
+			   struct uslub_thread *t);
+void uslub_unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct uslub_thread *t);
+void uslub_put_cpu_partial(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
+struct page_desc *uslub_get_partial(struct uslub_cache *c, struct uslub_thread *t,
+				    struct cache_cpu *cc, void **fl);
+void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
+			    struct uslub_thread *t);
+void uslub_sheaf_return(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
 
 #endif

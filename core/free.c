@@ -1,0 +1,193 @@
+/* Free's slow path (__slab_free) and the reports of pointers that are not live blocks.
+ * The inline fast path (slab.h) has already found the pointer's block; everything here
+ * takes that answer. */
+#include "internal.h"
+#include "debug.h"
+#include "print.h"
+#include "slab.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* __slab_free: onto the remote list with one CAS. A free that makes an unfrozen slab
+ * empty, or that finds it full while no thread can take it, needs the node's lock. */
+void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
+			    struct uslub_thread *t)
+{
+	struct cache_node *n = node_of_slab(c, s);
+	char *base = page_address(s);
+	bool live = t->state == THREAD_LIVE;
+	bool locked = false, freeze = false;
+	uint64_t old, new, frozen;
+	uint32_t prior, inuse;
+
+	for (;;) {
+		old = atomic_load_explicit(&s->word, memory_order_relaxed);
+		prior = w_head(old);
+		/* The mark caught every double free before here; an empty slab or p at the
+		 * list's head means one raced with another free of p. */
+		if (unlikely(prior == encode(p, base)) || unlikely(!w_inuse(old)))
+			uslub_report_bad_free("double free", "free", p, c);
+		set_next(c, p, decode(prior, base));
+		mark_free_plain(c, p);
+		inuse = w_inuse(old) - 1;
+		frozen = old & W_FROZEN;
+		new = w_make(encode(p, base), inuse, frozen);
+		freeze = false;
+		if (!frozen) {
+			if (!prior && live) {
+				new |= W_FROZEN;
+				freeze = true;
+			} else if ((inuse == 0 || !prior) && !locked) {
+				pthread_mutex_lock(&n->list_lock);
+				locked = true;
+				continue;
+			}
+		}
+		/* acq_rel: release publishes p's link; acquire makes a thread that freezes
+		 * the slab here see what its previous owner wrote into the descriptor
+		 * (local list, partial link) before letting it go. On x86 it is the same
+		 * instruction. */
+		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new, memory_order_acq_rel,
+							  memory_order_relaxed))
+			break;
+		stat_shared(t, c->cls, USLUB_STAT_CMPXCHG_DOUBLE_FAIL);
+	}
+	stat_shared(t, c->cls, USLUB_STAT_FREE_SLOWPATH);
+	if (frozen || freeze) {
+		if (locked)
+			pthread_mutex_unlock(&n->list_lock);
+		if (frozen) {
+			stat_shared(t, c->cls, USLUB_STAT_FREE_FROZEN);
+			return;
+		}
+		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
+		uslub_stat(&t->cpu[c->cls], CPU_PARTIAL_FREE);
+		uslub_put_cpu_partial(c, s, t);
+		uslub_sheaf_return(c, s, t);
+		return;
+	}
+	if (!locked)
+		return; /* a partial slab stays partial: no list changes */
+	if (inuse == 0 && n->nr_partial >= c->min_partial) {
+		if (s->flags & PF_ON_PARTIAL) {
+			remove_partial(n, s);
+			stat_shared(t, c->cls, USLUB_STAT_FREE_REMOVE_PARTIAL);
+		}
+		pthread_mutex_unlock(&n->list_lock);
+		uslub_discard_slab(c, s, t);
+		return;
+	}
+	if (!(s->flags & PF_ON_PARTIAL)) {
+		add_partial(n, s, true);
+		stat_shared(t, c->cls, USLUB_STAT_FREE_ADD_PARTIAL);
+	}
+	pthread_mutex_unlock(&n->list_lock);
+}
+
+/* free reaches here by a tail call: the return address is the program's call site. */
+void uslub_slab_free_slow(void *p)
+{
+	if (!p)
+		return;
+	int saved = errno;
+	struct page_desc *s = region_of(p) ? page_desc_of(p)->head : NULL;
+	if (!s) {
+		if (!uslub_huge_free(p))
+			uslub_report_no_block("free", p);
+		errno = saved;
+		return;
+	}
+	if (s->kind == PAGE_LARGE) {
+		uslub_large_free(s, p);
+		errno = saved;
+		return;
+	}
+	if (s->kind != PAGE_SLAB)
+		uslub_report_no_block("free", p);
+	struct uslub_cache *c = &uslub_caches[s->cls];
+	if (uslub_slab_object_start(s, p) != p)
+		uslub_report_bad_free("invalid pointer", "free", p, c);
+	if (unlikely(c->debug))
+		uslub_debug_free(c, s, p, __builtin_return_address(0));
+	else if (is_marked_free(p))
+		uslub_report_bad_free("double free", "free", p, c);
+	struct uslub_thread *t = uslub_tls_thread;
+	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
+		push_local(c, s, p);
+		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
+	} else {
+		uslub_slab_free_remote(c, s, p, t);
+	}
+	errno = saved;
+}
+
+__attribute__((noreturn)) void uslub_report_bad_free(const char *what, const char *func,
+						     const void *p, const struct uslub_cache *c)
+{
+	if (c)
+		uslub_message("uslub: %s(): %s %p (cache %s, object size %u)\n", func, what, p,
+			      c->name, c->size);
+	else
+		uslub_message("uslub: %s(): %s %p (not a block of this allocator)\n", func, what,
+			      p);
+	if (c && c->debug) {
+		/* A debug cache can say more: the object p points into, with its sites. */
+		struct page_desc *s = page_desc_of(p)->head;
+		uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
+		if (off < (uintptr_t)s->objects * c->stride) {
+			char *object = (char *)page_address(s) + off - off % c->stride + c->offset;
+			uslub_debug_report(c, s, object, what, p);
+		}
+	}
+	abort();
+}
+
+__attribute__((noreturn)) void uslub_report_bad_block(const char *what, const char *func,
+						      const void *p, const char *kind, size_t bytes)
+{
+	uslub_message("uslub: %s(): %s %p (%s block of %zu bytes)\n", func, what, p, kind, bytes);
+	abort();
+}
+
+void uslub_report_no_block(const char *func, const void *p)
+{
+	struct region *r = region_of(p);
+	if (r) {
+		/* Pages of the region's body that are free held a block once; the region's
+		 * descriptors never did. */
+		size_t page = ((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT;
+		if (page >= FIRST_PAGE && !((uintptr_t)p & 15)) {
+			uslub_message("uslub: %s(): double free %p (its pages are free: the block "
+				      "was freed before)\n",
+				      func, p);
+			abort();
+		}
+	} else if (uslub_huge_was_freed(p)) {
+		uslub_message("uslub: %s(): double free %p (huge block, already unmapped)\n", func,
+			      p);
+		abort();
+	}
+	uslub_report_bad_free("invalid pointer", func, p, NULL);
+}
+
+void uslub_double_free(void *p, struct page_desc *s)
+{
+	uslub_report_bad_free("double free", "free", p, &uslub_caches[s->cls]);
+}
+
+void uslub_freelist_corrupt(struct cache_cpu *cc, void *object)
+{
+	struct page_desc *s = cc->slab;
+	uslub_report_corrupt("free pointer outside its slab", &uslub_caches[s->cls],
+			     page_address(s), object);
+}
+
+__attribute__((noreturn)) void uslub_report_corrupt(const char *what, const struct uslub_cache *c,
+						    const void *slab, const void *p)
+{
+	uslub_message("uslub: corrupted free list in cache %s (slab %p): %s, at %p; "
+		      "an object was written after it was freed\n",
+		      c->name, slab, what, p);
+	abort();
+}
