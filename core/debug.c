@@ -145,6 +145,8 @@ static void debug_layout(struct uslub_cache *c)
 
 int uslub_memcheck;
 unsigned uslub_block_debug;
+bool uslub_debug_any;
+bool uslub_debug_every_cache;
 
 void uslub_debug_init(void)
 {
@@ -153,6 +155,8 @@ void uslub_debug_init(void)
 	uint64_t seed = random_seed();
 	atomic_store_explicit(&slab_seed_state, splitmix64(&seed), memory_order_relaxed);
 	parse_debug(uslub_config.debug, &flags, &list);
+	uslub_debug_any = flags != 0;
+	uslub_debug_every_cache = flags && !list;
 	/* Checked once: every cache then takes the slow path, which tells memcheck. */
 	unsigned all = 0;
 	if (vg_running()) {

@@ -81,6 +81,12 @@ enum { TRACK_ALLOC, TRACK_FREE };
  * plain layout is set; a cache without flags keeps it. */
 void uslub_debug_init(void);
 
+/* What USLUB_DEBUG asked for: letters for some cache, and whether for every cache (no
+ * list of them). Sized frees check the size they are given when these say so (sized.h);
+ * set once by uslub_debug_init. */
+extern bool uslub_debug_any;
+extern bool uslub_debug_every_cache;
+
 /* 64 random bits for a new slab's object order (USLUB_HARDEN), from a seed taken from
  * the kernel's AT_RANDOM bytes at start-up. */
 uint64_t uslub_debug_random(void);

@@ -1,8 +1,9 @@
 /* The exported malloc family: the only unprefixed names in uslub. Every function here is
  * a thin door into core/; the glibc-internal __libc_ names are aliases, so code that
- * calls them (some profilers and language runtimes do) lands here too. libstdc++'s
- * operator new and delete call malloc and free, so C++ programs need nothing more. */
+ * calls them (some profilers and language runtimes do) lands here too. C++'s operator new
+ * and delete are in new_delete.c. */
 #include "api.h"
+#include "sized.h"
 #include "uslub.h"
 
 #include <errno.h>
@@ -20,6 +21,18 @@ EXPORT void *malloc(size_t size)
 EXPORT void free(void *p)
 {
 	uslub_free_inline(p);
+}
+
+/* C23: the size (and alignment) the block was asked with, checked under USLUB_DEBUG
+ * (sized.h). glibc 2.36 declares neither. */
+EXPORT void free_sized(void *p, size_t size)
+{
+	uslub_free_sized_inline(p, size, 0, SIZED_FREE);
+}
+
+EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size)
+{
+	uslub_free_sized_inline(p, size, alignment, SIZED_FREE_ALIGNED);
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size)
