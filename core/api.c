@@ -37,7 +37,7 @@ enum block_kind { BLOCK_SLAB, BLOCK_LARGE, BLOCK_HUGE };
 static enum block_kind classify(const void *p, const char *func, struct page_desc **out,
 				size_t *usable)
 {
-	struct page_desc *s = region_of(p) ? page_desc_of(p)->head : NULL;
+	struct page_desc *s = block_of(p);
 	*out = s;
 	if (!s) {
 		*usable = uslub_huge_usable(p);
@@ -57,7 +57,7 @@ static enum block_kind classify(const void *p, const char *func, struct page_des
 	if (s->kind != PAGE_SLAB)
 		uslub_report_no_block(func, p);
 	struct uslub_cache *c = &uslub_caches[s->cls];
-	if (uslub_slab_object_start(s, p) != p)
+	if (unlikely(c->debug) ? uslub_slab_object_start(s, p) != p : !plain_object_at(s, p))
 		uslub_report_bad_free("invalid pointer", func, p, c);
 	if (!c->debug && is_marked_free(p))
 		uslub_report_bad_free("double free", func, p, c);

@@ -393,7 +393,7 @@ static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held,
 		}
 		for (unsigned j = 0; j < cc->sheaf_count; j++) {
 			void *p = cc->sheaf[j];
-			struct page_desc *s = region_of(p) ? page_desc_of(p)->head : NULL;
+			struct page_desc *s = block_of(p);
 			if (!s || s->kind != PAGE_SLAB || s->cls != i ||
 			    uslub_slab_object_start(s, p) != p) {
 				bad(w, "thread %p: %s sheaf holds %p, not an object of the cache",

@@ -86,12 +86,11 @@ void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
 }
 
 /* free reaches here by a tail call: the return address is the program's call site. */
-void uslub_slab_free_slow(void *p)
+void uslub_free_slow(void *p, struct page_desc *s)
 {
 	if (!p)
 		return;
 	int saved = errno;
-	struct page_desc *s = region_of(p) ? page_desc_of(p)->head : NULL;
 	if (!s) {
 		if (!uslub_huge_free(p))
 			uslub_report_no_block("free", p);
@@ -106,7 +105,7 @@ void uslub_slab_free_slow(void *p)
 	if (s->kind != PAGE_SLAB)
 		uslub_report_no_block("free", p);
 	struct uslub_cache *c = &uslub_caches[s->cls];
-	if (uslub_slab_object_start(s, p) != p)
+	if (unlikely(c->debug) ? uslub_slab_object_start(s, p) != p : !plain_object_at(s, p))
 		uslub_report_bad_free("invalid pointer", "free", p, c);
 	if (unlikely(c->debug))
 		uslub_debug_free(c, s, p, __builtin_return_address(0));
@@ -133,7 +132,7 @@ __attribute__((noreturn)) void uslub_report_bad_free(const char *what, const cha
 			      p);
 	if (c && c->debug) {
 		/* A debug cache can say more: the object p points into, with its sites. */
-		struct page_desc *s = page_desc_of(p)->head;
+		struct page_desc *s = block_of(p);
 		uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
 		if (off < (uintptr_t)s->objects * c->stride) {
 			char *object = (char *)page_address(s) + off - off % c->stride + c->offset;

@@ -124,6 +124,16 @@ static inline struct page_desc *region_desc(struct region *r, const void *p)
 				((((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT) << DESC_SHIFT));
 }
 
+/* The one lookup of a pointer: the descriptor of the block p lies in (a slab, a large
+ * block, a thread structure), or NULL when p is in no region (a huge block, or not ours)
+ * or in free pages. free, realloc and malloc_usable_size look a pointer up once, here, and
+ * every later step takes the answer. */
+static inline struct page_desc *block_of(const void *p)
+{
+	struct region *r = region_of(p);
+	return r ? region_desc(r, p)->head : NULL;
+}
+
 static inline struct page_desc *page_desc_of(const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
@@ -263,6 +273,18 @@ extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
  * offset passes. One word per class, for the free fast path. */
 extern uint64_t uslub_class_magic[USLUB_NR_CLASSES];
 
+/* Is p the start of an object inside slab s, s being a plain cache's slab? (Lemire's test
+ * above; the offset in the slab is p's distance from the address of s's first page, which
+ * is the descriptor's place in the region times 64.) False for every pointer into a debug
+ * cache, whose magic is 0. */
+static inline bool plain_object_at(const struct page_desc *s, const void *p)
+{
+	uint64_t off = ((uintptr_t)p - ((uintptr_t)s << DESC_SHIFT)) & REGION_MASK;
+	uint64_t magic = uslub_class_magic[s->cls];
+	unsigned __int128 m = (unsigned __int128)off * magic;
+	return likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects);
+}
+
 /* kmem_cache_cpu: one per cache in each thread, with the thread's sheaf of that cache
  * (slub_percpu_sheaves): objects of slabs the thread does not hold, freed by it and kept
  * for its next allocations, so a free of another thread's object costs no atomic and no
@@ -317,7 +339,8 @@ extern struct uslub_thread *uslub_registry;
 extern pthread_mutex_t uslub_stat_lock;
 
 void *uslub_slab_alloc_slow(size_t size);
-void uslub_slab_free_slow(void *p);
+/* free of p, whose block_of() is s: everything but the owner's push and the sheaf. */
+void uslub_free_slow(void *p, struct page_desc *s);
 /* An object of class cls for a request of `size` bytes (what debug caches keep). */
 void *uslub_slab_alloc_class(unsigned cls, size_t size);
 void uslub_caches_init(void);

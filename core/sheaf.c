@@ -43,7 +43,7 @@ void uslub_sheaf_free(void *p, struct page_desc *s)
 			return;
 		}
 	}
-	uslub_slab_free_slow(p);
+	uslub_free_slow(p, s);
 }
 
 /* A slab this thread just froze takes back its objects at the top of the thread's sheaf,
@@ -76,7 +76,7 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 			cc->sheaf_cap = 0;
 		while (cc->sheaf_count) {
 			void *p = cc->sheaf[--cc->sheaf_count];
-			struct page_desc *s = page_desc_of(p)->head;
+			struct page_desc *s = block_of(p);
 			uslub_stat(cc, SHEAF_FLUSH);
 			if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
 				push_local(c, s, p);

@@ -69,8 +69,7 @@ static noinline __attribute__((noreturn)) void report_size(void *p, size_t size,
 
 void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized_op op)
 {
-	struct region *r = region_of(p);
-	struct page_desc *s = r ? region_desc(r, p)->head : NULL;
+	struct page_desc *s = block_of(p);
 	/* Only a live block's start is looked at: free reports anything else (a foreign or
 	 * interior pointer, a double free) as it would without a size. */
 	if (s && s->kind == PAGE_SLAB) {

@@ -61,15 +61,9 @@ static inline void *uslub_malloc_inline(size_t size)
 static inline void uslub_free_inline(void *p)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	struct region *r = region_of(p);
-	struct page_desc *s;
-	if (likely(r) && likely(s = region_desc(r, p)->head)) {
-		/* The offset in the slab: the descriptor's place in the region, times 64, is
-		 * the slab's place. */
-		uint64_t off = ((uintptr_t)p - ((uintptr_t)s << DESC_SHIFT)) & REGION_MASK;
-		uint64_t magic = uslub_class_magic[s->cls];
-		unsigned __int128 m = (unsigned __int128)off * magic;
-		if (likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects)) {
+	struct page_desc *s = block_of(p);
+	if (likely(s)) {
+		if (plain_object_at(s, p)) {
 			/* The local list is read only once the slab is known to be ours: its
 			 * owner writes it without atomics. Only a slab has an owner, so the
 			 * mark is looked at in slab objects only. */
@@ -91,7 +85,7 @@ static inline void uslub_free_inline(void *p)
 			return;
 		}
 	}
-	uslub_slab_free_slow(p);
+	uslub_free_slow(p, s);
 }
 
 /* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves
