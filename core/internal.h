@@ -23,10 +23,12 @@
 
 /* ---- regions and page descriptors ------------------------------------------------ */
 
-/* A region is 256 MiB of address space, aligned to its size, so `p >> REGION_SHIFT`
+/* A region is a 256 MiB slot of address space, aligned to its size, so `p >> REGION_SHIFT`
  * finds it in a flat table and `p & REGION_MASK` its page. The region's first 4 MiB hold
  * one 64-byte descriptor per page (the kernel's vmemmap); the descriptors of those first
- * pages are never used, so the region's own header sits there. */
+ * pages are never used, so the region's own header sits there. Only the descriptors and
+ * the pages grown so far are mapped (page_alloc.c): the rest of the slot is free address
+ * space, where another mapping may even lie - its descriptors read as zero. */
 #define REGION_SHIFT 28
 #define REGION_SIZE  (1UL << REGION_SHIFT)
 #define REGION_MASK  (REGION_SIZE - 1)
@@ -103,7 +105,8 @@ struct uslub_node;
 struct region {
 	struct uslub_node *node;
 	struct region *next;
-	size_t grown; /* pages [FIRST_PAGE, grown) belong to the buddy */
+	size_t grown; /* pages [FIRST_PAGE, grown) are mapped and belong to the buddy */
+	size_t end;   /* growth stops here: REGION_PAGES, or where another mapping begins */
 	unsigned nid; /* the NUMA node (its zones share it), for slabs' node lists */
 };
 _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits");
@@ -156,6 +159,9 @@ struct uslub_node {
 	uint64_t nr_free[USLUB_MAX_ORDER + 1];
 	uint64_t nr_warm[USLUB_MAX_ORDER + 1];
 	struct region *regions; /* newest first; growth takes from the newest */
+	/* Large zone: the page after the last large block cut from cold memory, where the
+	 * next one goes when its pages are free and cold (alloc_run). */
+	struct page_desc *large_next;
 	uint64_t free_pages;
 	uint64_t warm_free_pages; /* free and probably resident */
 	uint16_t epoch;		  /* release decay: bumped at each timed release */
@@ -215,6 +221,15 @@ int uslub_pages_claim(struct page_desc *d, size_t npages);
  * order that holds them (its tail given back; its flags kept), else a run of neighbouring
  * smaller ones (flags 0); NULL if neither is free. */
 struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages);
+/* npages out of a block of 2^order taken as uslub_pages_alloc does (growing the heap if
+ * need be), the rest given back; unless `aligned`, moved back over free pages right
+ * before the block, so blocks carved one after another lie end to end. NULL, ENOMEM. */
+struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t npages,
+					  bool aligned);
+/* Unmap the free blocks at the top of every region, so the address space they hold is
+ * there for a huge block under RLIMIT_AS; the regions grow there again later. Bytes
+ * unmapped. */
+size_t uslub_pages_unmap_free(void);
 /* Release warm free pages to the OS until at most `keep` warm pages stay free. */
 size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Warm free memory a node may keep before handing the excess back to the OS. */

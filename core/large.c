@@ -6,9 +6,13 @@
  * grows a large block in place when the pages after it are free, and shrinks it in place.
  *
  * Huge (> 4 MiB): a mapping of its own, aligned to 2 MiB so transparent huge pages can
- * back it, and moved with mremap when it grows. A small open-addressing table, itself
- * mapped from the OS, records each one so free can tell a huge block from a foreign
- * pointer.
+ * back it, and moved with mremap when it grows. It is accounted (no MAP_NORESERVE), so the
+ * kernel's overcommit heuristic refuses a size no machine could back - malloc(1UL << 46)
+ * fails with ENOMEM, as under glibc - instead of handing out a promise that ends in the
+ * OOM killer. When RLIMIT_AS refuses the mapping, free region memory is unmapped and the
+ * mapping tried once more (page_alloc.c, section 2). A small open-addressing table,
+ * itself mapped from the OS, records each one so free can tell a huge block from a
+ * foreign pointer.
  *
  * Each block keeps the size the program asked for, so that memcheck, ASan and
  * USLUB_DEBUG=Z see the block end there rather than at the page (debug.h, "large and
@@ -79,13 +83,11 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	struct page_desc *d =
 	    align_order ? NULL : uslub_pages_alloc_run(LARGE_ZONE(t->node), npages);
 	if (!d) {
-		d = uslub_pages_alloc(LARGE_ZONE(t->node), order, 0);
+		d = uslub_pages_alloc_exact(LARGE_ZONE(t->node), order, npages, align_order != 0);
 		if (!d) {
 			errno = ENOMEM;
 			return NULL;
 		}
-		if (npages < (1UL << order))
-			uslub_pages_free_range(d + npages, (1UL << order) - npages);
 	}
 	bool cold = d->flags & PF_COLD;
 	__atomic_store_n(&d->kind, PAGE_LARGE, __ATOMIC_RELAXED);
@@ -326,7 +328,9 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 		return NULL;
 	}
 	size_t a = align > HUGE_ALIGN ? align : HUGE_ALIGN;
-	void *p = uslub_os_reserve(len, a);
+	void *p = uslub_os_map_aligned(len, a, align);
+	if (!p && errno == ENOMEM && uslub_os_space_limited() && uslub_pages_unmap_free())
+		p = uslub_os_map_aligned(len, a, align);
 	if (!p) {
 		errno = ENOMEM;
 		return NULL;
@@ -378,8 +382,10 @@ int uslub_huge_free(void *p)
 	return 1;
 }
 
-/* Grow or shrink with mremap; NULL (errno ENOMEM) leaves the block as it was. */
-void *uslub_huge_realloc(void *p, size_t size)
+/* Grow or shrink with mremap; NULL (errno ENOMEM) leaves the block as it was. With
+ * `retry`, a growth refused under RLIMIT_AS is tried again once free region memory is
+ * unmapped - outside huge_lock, which nests inside the zone locks (fork_prepare). */
+static void *huge_realloc(void *p, size_t size, bool retry)
 {
 	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
 		errno = ENOMEM;
@@ -413,7 +419,10 @@ void *uslub_huge_realloc(void *p, size_t size)
 	e = huge_find((uintptr_t)p); /* the table may have been rebuilt */
 	void *q = uslub_os_remap(p, old, len);
 	if (!q) {
+		bool unmap = retry && len > old && errno == ENOMEM && uslub_os_space_limited();
 		pthread_mutex_unlock(&huge_lock);
+		if (unmap && uslub_pages_unmap_free())
+			return huge_realloc(p, size, false);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -431,6 +440,11 @@ void *uslub_huge_realloc(void *p, size_t size)
 	}
 	uslub_note_in_use();
 	return q;
+}
+
+void *uslub_huge_realloc(void *p, size_t size)
+{
+	return huge_realloc(p, size, true);
 }
 
 void uslub_huge_lock(void)

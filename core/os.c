@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <linux/futex.h>
 #include <numaif.h>
 #include <sys/syscall.h>
@@ -46,26 +47,114 @@ void uslub_os_fail(unsigned long skip, unsigned long count)
 	fail_count = count;
 }
 
-void *uslub_os_reserve(size_t size, size_t align)
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; headers older than glibc 2.28 lack it */
+#endif
+
+#define ANON_RW (MAP_PRIVATE | MAP_ANONYMOUS)
+
+/* Over-map, then cut off the unaligned ends and all past `keep`: mmap only promises page
+ * alignment. */
+static void *map_trimmed(size_t size, size_t align, size_t keep, int flags)
 {
-	int saved = errno;
-	if (injected_failure(FAULT_MMAP))
-		return NULL;
-	/* Over-reserve, then cut the unaligned ends off: mmap only promises page alignment. */
 	size_t span = size + align;
-	char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (span < size)
+		return errno = ENOMEM, NULL;
+	char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, ANON_RW | flags, -1, 0);
 	if (raw == MAP_FAILED)
 		return NULL;
 	uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
 	size_t head = start - (uintptr_t)raw;
-	size_t tail = span - head - size;
+	size_t tail = span - head - keep;
 	if (head)
 		munmap(raw, head);
 	if (tail)
-		munmap((char *)start + size, tail);
-	errno = saved;
+		munmap((char *)start + keep, tail);
 	return (void *)start;
+}
+
+void *uslub_os_reserve(size_t size, size_t align, size_t keep)
+{
+	int saved = errno;
+	if (injected_failure(FAULT_MMAP))
+		return NULL;
+	void *p = map_trimmed(size, align, keep, MAP_NORESERVE);
+	if (p)
+		errno = saved;
+	return p;
+}
+
+void *uslub_os_map_at(void *addr, size_t size)
+{
+	int saved = errno;
+	if (injected_failure(FAULT_MMAP))
+		return NULL;
+	void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+		       ANON_RW | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (p != addr) {
+		/* A kernel before 4.17 takes the flag for a hint and maps elsewhere. */
+		munmap(p, size);
+		errno = EEXIST;
+		return NULL;
+	}
+	errno = saved;
+	return p;
+}
+
+uintptr_t uslub_os_map_top(void)
+{
+	int saved = errno;
+	long page = sysconf(_SC_PAGESIZE);
+	void *p = mmap(NULL, (size_t)page, PROT_NONE, ANON_RW, -1, 0);
+	errno = saved;
+	if (p == MAP_FAILED)
+		return 0;
+	munmap(p, (size_t)page);
+	return (uintptr_t)p;
+}
+
+void *uslub_os_map_aligned(size_t size, size_t align, size_t min_align)
+{
+	int saved = errno;
+	if (injected_failure(FAULT_MMAP))
+		return NULL;
+	/* Without MAP_NORESERVE: the kernel's overcommit check sees the whole size and
+	 * refuses one no machine could back, as it does for glibc's mmap'd chunks. Most
+	 * kernels place a large mapping at a huge-page boundary by themselves, so the plain
+	 * call is tried first; over-mapping for alignment costs `align` more address space,
+	 * which a tight RLIMIT_AS may not have: then an alignment that was only wished for
+	 * is given up. */
+	char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, ANON_RW, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (((uintptr_t)p & (align - 1)) == 0)
+		return errno = saved, p;
+	munmap(p, size);
+	p = map_trimmed(size, align, size, 0);
+	if (!p && min_align < align) {
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, ANON_RW, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+		if ((uintptr_t)p & (min_align - 1)) {
+			munmap(p, size);
+			return errno = ENOMEM, NULL;
+		}
+	}
+	if (p)
+		errno = saved;
+	return p;
+}
+
+bool uslub_os_space_limited(void)
+{
+	int saved = errno;
+	struct rlimit as, data;
+	bool limited = (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+		       (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+	errno = saved;
+	return limited;
 }
 
 int uslub_os_unmap(void *addr, size_t size)
@@ -137,6 +226,29 @@ unsigned uslub_os_ncpus(void)
 	}
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (unsigned)n : 1;
+}
+
+long uslub_os_read_file(const char *path, char *buf, size_t cap)
+{
+	int saved = errno;
+	size_t len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		errno = saved;
+		return -1;
+	}
+	while (len + 1 < cap) {
+		ssize_t n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	errno = saved;
+	return (long)len;
 }
 
 uint64_t uslub_os_rss(void)

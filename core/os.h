@@ -7,15 +7,33 @@
 #ifndef USLUB_OS_H
 #define USLUB_OS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Reserve `size` bytes aligned to `align` (a power of two), readable and writable but
- * backed lazily (MAP_NORESERVE): nothing is resident until touched. */
-void *uslub_os_reserve(size_t size, size_t align);
+/* Region memory is readable and writable but backed lazily (MAP_NORESERVE): nothing is
+ * resident until touched.
+ *
+ * Map exactly [addr, addr + size), never over an existing mapping: NULL with errno
+ * EEXIST when something is there already, ENOMEM when the kernel refuses (RLIMIT_AS). */
+void *uslub_os_map_at(void *addr, size_t size);
+/* Find `size` free bytes aligned to `align` (a power of two) by mapping size + align and
+ * trimming, and keep the first `keep` bytes of them mapped. Costs `align` more address
+ * space for a moment: the fallback when uslub_os_map_at finds no free place. */
+void *uslub_os_reserve(size_t size, size_t align, size_t keep);
+/* Where the kernel would place a new mapping now (the top of its free area), or 0. Maps
+ * and unmaps one page; never made to fail by fault injection (nothing to report). */
+uintptr_t uslub_os_map_top(void);
+/* A huge block's mapping: `size` bytes, accounted (no MAP_NORESERVE, so the overcommit
+ * heuristic refuses impossible sizes), aligned to `align` where the address space allows
+ * and at least to `min_align` (<= align). */
+void *uslub_os_map_aligned(size_t size, size_t align, size_t min_align);
+/* Whether RLIMIT_AS or RLIMIT_DATA bounds the address space: then mapping fewer bytes
+ * can turn a refusal into success. */
+bool uslub_os_space_limited(void);
 int uslub_os_unmap(void *addr, size_t size);
-/* A mapping of its own for one huge block. */
+/* A mapping of its own (the huge-block table). */
 void *uslub_os_map(size_t size);
 /* Move or grow a huge block's mapping (mremap with MREMAP_MAYMOVE). */
 void *uslub_os_remap(void *addr, size_t old_size, size_t new_size);
@@ -55,8 +73,9 @@ void uslub_os_fail(unsigned long skip, unsigned long count);
 
 /* Fault injection by rule (USLUB_FAULT). A spec is comma-separated rules "kind:N" (the Nth
  * call of that kind fails) or "kind:every:K" (every Kth), N and K from 1, with kind one of
- * mmap (uslub_os_reserve, _map, _map_shared_file), mremap (uslub_os_remap), madvise
- * (uslub_os_release, _populate) or all (every call of those kinds, counted together).
+ * mmap (uslub_os_map_at, _reserve, _map_aligned, _map, _map_shared_file), mremap
+ * (uslub_os_remap), madvise (uslub_os_release, _populate) or all (every call of those
+ * kinds, counted together).
  * A failing call does nothing and returns failure with errno ENOMEM. The empty spec
  * injects nothing. Indexed by kind in the order above. */
 struct uslub_fault_plan {
@@ -74,6 +93,9 @@ unsigned long uslub_os_fault_injected(void);
 /* Raw output that never allocates. */
 void uslub_os_write(int fd, const char *buf, size_t len);
 unsigned uslub_os_ncpus(void);
+/* A small file (sysfs, procfs) read whole into buf, at most cap - 1 bytes, followed by
+ * a NUL: its length, or -1 when it cannot be opened (errno untouched either way). */
+long uslub_os_read_file(const char *path, char *buf, size_t cap);
 /* Resident bytes of the process (from /proc/self/statm), 0 if unknown. */
 uint64_t uslub_os_rss(void);
 

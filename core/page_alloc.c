@@ -1,18 +1,57 @@
-/* The page allocator: the kernel's buddy system over regions of reserved address space.
+/* The page allocator: the kernel's buddy system over regions of address space.
  *
- * Each node owns regions of 256 MiB. A region hands its pages to the buddy in blocks of
- * 2^10 pages as the node grows ("grown" is the high-water mark); nothing is resident until
- * a page is touched. Free blocks sit on one list per order, warm ones (recently used, so
- * probably resident) at the head and cold ones (never touched, or handed back with
- * MADV_DONTNEED) at the tail, so allocation reuses warm memory first.
+ * 1. Regions. A region is a 256 MiB slot of the address space, aligned to its size, so the
+ *    region table and page_desc_of find a pointer's region and descriptor at once. Its
+ *    first 4 MiB hold one descriptor per page; its pages follow. A region hands its pages
+ *    to the buddy in steps as its node grows ("grown" is the high-water mark); nothing is
+ *    resident until a page is touched.
  *
- * A free block is marked in its first page's descriptor (kind PAGE_FREE and its order);
- * the descriptors inside it are clear, so a stale pointer into a free block never looks
- * like a slab. Merging needs no bounds checks: the buddy of a block below order 10 lies in
- * the same 2^10-page chunk, and the descriptors of chunks not yet grown read as zero.
+ * 2. Address space as it is used. A region maps only its descriptors and the steps grown
+ *    so far, so a program's address space (what RLIMIT_AS and `ulimit -v` count) follows
+ *    its heap instead of 256 MiB per region (before: each region was reserved whole, by
+ *    over-mapping 512 MiB and trimming; with two zones, half a gigabyte before main).
+ *    - Where: a new region goes into a free slot found with MAP_FIXED_NOREPLACE, trying
+ *      slots from REGION_GAP below where the kernel places mappings downwards, one slot
+ *      after another; only when REGION_TRIES slots are taken does it over-map (256 MiB
+ *      more for a moment) and trim. The kernel places mappings top down, so the program's
+ *      own mappings - and huge blocks - fill that gap before any reaches a region, whose
+ *      steps go up.
+ *    - Steps: each is mapped at the region's end with MAP_FIXED_NOREPLACE. When another
+ *      mapping is there already the region ends (r->end) and a new one begins; when the
+ *      kernel refuses (RLIMIT_AS) a smaller step is tried, down to what was asked for. A
+ *      zone's first region starts with 256 KiB steps, doubling to 4 MiB, so a small
+ *      program maps little; the adjacent steps merge into one mapping in the kernel.
+ *    - Descriptors are mapped whole (4 MiB, lazily backed, 1/64 of what the region can
+ *      hold). Any pointer in a slot is classified by its descriptor with no bounds check
+ *      - the free fast path reads it directly - and a page past `grown` must read as
+ *      zero, "not ours": it may be in someone else's mapping in the unused part of the
+ *      slot, a huge block of ours included. Mapped as far as grown only, that read would
+ *      fault.
+ *    - Free memory stays mapped (handed back with MADV_DONTNEED, see below) and so keeps
+ *      its address space. A huge block needs fresh address space, so when its mapping is
+ *      refused under RLIMIT_AS, the free blocks at the top of every region are unmapped
+ *      first (uslub_pages_unmap_free) and the region grows there again later.
+ *    Every mapping call goes through os.c, so USLUB_FAULT can refuse any step; a refused
+ *    step maps nothing and changes no figure.
  *
- * Memory handed back to the OS is subtracted from uslub_mapped_bytes and added again when
- * a block that holds it is used; USLUB_MEM_LIMIT bounds that figure. */
+ * 3. Zones. Each node has two page allocators (internal.h): slabs, and large blocks, with
+ *    regions of their own. The large zone makes its first region only when it first
+ *    grows, and borrows from the slab zone before that, so a program without large blocks
+ *    never maps one.
+ *
+ * 4. Free lists. Free blocks sit on one list per order, warm ones (recently used, so
+ *    probably resident) at the head and cold ones (never touched, or handed back with
+ *    MADV_DONTNEED) at the tail, so allocation reuses warm memory first.
+ *
+ *    A free block is marked in its first page's descriptor (kind PAGE_FREE and its order);
+ *    the descriptors inside it are clear, so a stale pointer into a free block never looks
+ *    like a slab. Merging needs no bounds checks: the buddy of a block below order 10
+ *    lies in the same 2^10-page chunk, and the descriptors of pages not grown read as
+ *    zero.
+ *
+ * 5. Accounting. uslub_mapped_bytes counts the pages grown (descriptors aside) and huge
+ *    blocks; memory handed back to the OS is subtracted and added again when a block that
+ *    holds it is used. USLUB_MEM_LIMIT bounds that figure. */
 #include "internal.h"
 #include "options.h"
 #include "node.h"
@@ -130,26 +169,77 @@ static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, 
 	list_insert(n, d, order, flags);
 }
 
-static struct region *region_new(struct uslub_node *n)
+/* ---- regions: address space as it is used -------------------------------------- */
+
+/* The first region of a zone grows by 2^GROW_FIRST_ORDER pages (256 KiB) at first, and
+ * by steps as large as what it holds until they reach a 2^USLUB_MAX_ORDER block, so a
+ * program that allocates little maps little. */
+#define GROW_FIRST_ORDER 6
+/* Slots tried top down from the first candidate before over-mapping to find one. */
+#define REGION_TRIES 16
+/* Regions start this far below where the kernel places mappings (at most an eighth of
+ * that address): the program's own mappings, placed top down, fill that gap before they
+ * can end a region's growth. */
+#define REGION_GAP (64UL << 30)
+
+/* The next slot to try, moving down; 0 until the first region. Racing zones may try the
+ * same slot: MAP_FIXED_NOREPLACE lets one have it, and the other moves on. */
+static _Atomic uintptr_t region_cursor;
+
+static uintptr_t first_candidate(void)
 {
-	void *base = uslub_os_reserve(REGION_SIZE, REGION_SIZE);
+	uintptr_t top = uslub_os_map_top();
+	uintptr_t gap = top / 8 < REGION_GAP ? top / 8 : REGION_GAP;
+	if (top < gap + 2 * REGION_SIZE)
+		return 0;
+	return ((top - gap) & ~REGION_MASK) - REGION_SIZE;
+}
+
+/* `bytes` mapped at the start of a free slot: the region's descriptors and first step. */
+static void *region_map(size_t bytes)
+{
+	uintptr_t c = atomic_load_explicit(&region_cursor, memory_order_relaxed);
+	if (!c)
+		c = first_candidate();
+	for (int i = 0; i < REGION_TRIES && c >= REGION_SIZE; i++, c -= REGION_SIZE) {
+		void *p = uslub_os_map_at((void *)c, bytes);
+		if (p) {
+			atomic_store_explicit(&region_cursor, c - REGION_SIZE,
+					      memory_order_relaxed);
+			return p;
+		}
+		if (errno != EEXIST)
+			return NULL; /* out of address space: no other slot does better */
+	}
+	return uslub_os_reserve(REGION_SIZE, REGION_SIZE, bytes);
+}
+
+/* A new region for zone n with 2^order pages mapped after its descriptors (not yet given
+ * to the buddy: grow does that). */
+static struct region *region_new(struct uslub_node *n, unsigned order)
+{
+	size_t bytes = (FIRST_PAGE + (1UL << order)) << USLUB_PAGE_SHIFT;
+	void *base = region_map(bytes);
 	if (!base)
 		return NULL;
-	if (((uintptr_t)base >> REGION_SHIFT) >= REGION_SLOTS) {
-		uslub_os_unmap(base, REGION_SIZE);
+	uintptr_t slot = (uintptr_t)base >> REGION_SHIFT;
+	if (slot >= REGION_SLOTS) {
+		uslub_os_unmap(base, bytes);
 		errno = ENOMEM;
 		return NULL;
 	}
+	unsigned nid = (unsigned)(n - uslub_nodes) % MAX_NODES;
+	if (uslub_topo.real_multi)
+		uslub_os_bind(base, bytes, nid);
 	struct region *r = base;
 	r->node = n;
-	r->nid = (unsigned)(n - uslub_nodes) % MAX_NODES;
+	r->nid = nid;
 	r->grown = FIRST_PAGE;
-	if (uslub_topo.real_multi)
-		uslub_os_bind(base, REGION_SIZE, r->nid);
+	r->end = REGION_PAGES;
 	r->next = n->regions;
 	n->regions = r;
 	n->region_count++;
-	__atomic_store_n(&uslub_region_table[(uintptr_t)base >> REGION_SHIFT], r, __ATOMIC_RELEASE);
+	__atomic_store_n(&uslub_region_table[slot], r, __ATOMIC_RELEASE);
 	return r;
 }
 
@@ -160,26 +250,52 @@ void uslub_pages_bind_regions(void)
 	for (unsigned z = 0; z < NR_ZONES; z++) {
 		struct uslub_node *n = &uslub_nodes[z];
 		pthread_mutex_lock(&n->lock);
+		/* Only what is mapped: a region maps its pages as it grows. */
 		for (struct region *r = n->regions; r; r = r->next)
-			uslub_os_bind(r, REGION_SIZE, r->nid);
+			uslub_os_bind(r, r->grown << USLUB_PAGE_SHIFT, r->nid);
 		pthread_mutex_unlock(&n->lock);
 	}
 }
 
-/* Add a block of at least 2^min_order pages to the node, under the lock: the only step
- * that takes more memory from the OS. */
+/* Map the region's next 2^order pages; -1 with EEXIST when another mapping lies there. */
+static int region_extend(struct region *r, unsigned order)
+{
+	void *at = (char *)r + (r->grown << USLUB_PAGE_SHIFT);
+	size_t bytes = USLUB_PAGE_SIZE << order;
+	if (!uslub_os_map_at(at, bytes))
+		return -1;
+	if (uslub_topo.real_multi)
+		uslub_os_bind(at, bytes, r->nid);
+	return 0;
+}
+
+/* The step for zone n's newest region r (NULL: a new one): at least min_order, ramped up
+ * in a zone's first region, and no larger than keeps blocks naturally aligned - a smaller
+ * step is given to the buddy now and the caller comes back for more. */
+static unsigned grow_order(struct uslub_node *n, struct region *r, unsigned min_order)
+{
+	unsigned order = USLUB_MAX_ORDER;
+	if (!n->regions || (r && !r->next)) {
+		size_t have = r ? r->grown - FIRST_PAGE : 0;
+		order = GROW_FIRST_ORDER;
+		while (order < USLUB_MAX_ORDER && (2UL << order) <= have)
+			order++;
+	}
+	if (order < min_order)
+		order = min_order;
+	while (r && order > 0 && (r->grown & ((1UL << order) - 1)))
+		order--;
+	return order;
+}
+
+/* Add a block of 2^min_order pages, or a smaller one that aligns the next, to the node,
+ * under the lock: the only step that takes more memory from the OS. */
 static int grow(struct uslub_node *n, unsigned min_order)
 {
 	struct region *r = n->regions;
-	if (!r || r->grown + (1UL << min_order) > REGION_PAGES) {
-		r = region_new(n);
-		if (!r)
-			return -1;
-	}
-	unsigned order = USLUB_MAX_ORDER;
-	/* Keep blocks naturally aligned after a smaller step taken near the limit. */
-	while (order > min_order && (r->grown & ((1UL << order) - 1)))
-		order--;
+	if (r && r->grown + (1UL << min_order) > r->end)
+		r = NULL;
+	unsigned order = grow_order(n, r, min_order);
 	uint64_t limit = uslub_config.mem_limit;
 	if (limit) {
 		uint64_t mapped = atomic_load(&uslub_mapped_bytes);
@@ -190,8 +306,27 @@ static int grow(struct uslub_node *n, unsigned min_order)
 			return -1;
 		}
 	}
+	for (;;) {
+		if (!r) {
+			r = region_new(n, order);
+			if (r)
+				break;
+		} else if (region_extend(r, order) == 0) {
+			break;
+		} else if (errno == EEXIST) {
+			/* Someone else's mapping: the region ends here, a new one begins. */
+			r->end = r->grown;
+			r = NULL;
+			order = grow_order(n, NULL, min_order);
+			continue;
+		}
+		/* Refused (RLIMIT_AS, or a test's fault): a smaller step may still fit. */
+		if (errno != ENOMEM || order <= min_order)
+			return -1;
+		order--;
+	}
 	struct page_desc *d = (struct page_desc *)((uintptr_t)r + (r->grown << DESC_SHIFT));
-	r->grown += 1UL << order;
+	__atomic_store_n(&r->grown, r->grown + (1UL << order), __ATOMIC_RELAXED); /* stats */
 	n->grows++;
 	mapped_add(block_bytes(order));
 	free_one(n, d, order, PF_COLD);
@@ -502,13 +637,91 @@ static size_t run_length(struct page_desc *h, size_t want)
  * lock. */
 #define RUN_TRIES 256
 
+/* Where the last large block cut from cold memory ended, if npages from there are free
+ * and cold (so not memory that warm blocks elsewhere should be reused before) in zone n's
+ * own regions: claimed, under the lock. */
+static struct page_desc *next_fit(struct uslub_node *n, size_t npages)
+{
+	struct page_desc *h = n->large_next;
+	if (!h)
+		return NULL;
+	struct region *r = region_of(h);
+	if (r->node != n || page_index(h) + npages > r->grown)
+		return NULL;
+	for (size_t got = 0; got < npages;) {
+		struct page_desc *b = free_block_of(h + got);
+		if (!b || !(b->flags & PF_COLD) ||
+		    ((b->flags & PF_RELEASED) && over_limit(block_bytes(b->order))))
+			return NULL;
+		got = (size_t)(b + (1UL << b->order) - h);
+	}
+	claim_locked(n, h, npages);
+	return h;
+}
+
+/* Blocks looked at before a large block for free pages to start on. */
+#define BEFORE_TRIES 16
+
+/* How many free pages lie right before d, in whole free blocks (at most BEFORE_TRIES of
+ * them), under the lock. A block handed back to the OS ends the count where taking it
+ * would pass the cap. */
+static size_t free_before(struct page_desc *d)
+{
+	size_t k = 0;
+	for (int i = 0; i < BEFORE_TRIES && page_index(d - k) > FIRST_PAGE; i++) {
+		struct page_desc *h = free_block_of(d - k - 1);
+		if (!h || ((h->flags & PF_RELEASED) && over_limit(block_bytes(h->order))))
+			break;
+		k += 1UL << h->order;
+	}
+	return k;
+}
+
 struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages)
 {
 	unsigned order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
 	struct uslub_node *n = &uslub_nodes[node];
 	pthread_mutex_lock(&n->lock);
 	struct page_desc *d = find_block(n, order, 0);
+	/* Large blocks whose size is not a power of two are packed end to end (25 pages each
+	 * for 100 KiB) rather than each in a power-of-two block whose tail nothing of that
+	 * size can use - a fifth of the heap lost, which a tight RLIMIT_AS makes plain. Warm
+	 * memory is reused first, as always, from the start of the free pages right before
+	 * its block; cold memory is cut in address order, after the block cut last. */
+	if (!d || (d->flags & PF_COLD)) {
+		struct page_desc *h = next_fit(n, npages);
+		if (h) {
+			n->large_next = h + npages;
+			pthread_mutex_unlock(&n->lock);
+			h->flags = 0;
+			h->order = (uint8_t)order;
+			return h;
+		}
+	}
 	if (d) {
+		/* In warm memory only to go on right after the block cut last (blocks of one
+		 * size filling freed memory again), not wherever free pages lie before a block:
+		 * in a mix of sizes, blocks started off their power-of-two boundaries split the
+		 * free memory up (measured: realloc_mix searched for runs 13 times as often, and
+		 * took 15% longer). */
+		struct page_desc *last = n->large_next;
+		bool cold = d->flags & PF_COLD;
+		size_t k = cold || (last && last < d && d - last < (1L << USLUB_MAX_ORDER))
+			       ? free_before(d)
+			       : 0;
+		if (!cold && d - k != last)
+			k = 0;
+		n->large_next = d - k + npages;
+		if (k) {
+			/* From the start of the free pages: all of them before d, or some of
+			 * d's block too. */
+			d -= k;
+			claim_locked(n, d, npages);
+			pthread_mutex_unlock(&n->lock);
+			d->flags = 0;
+			d->order = (uint8_t)order;
+			return d;
+		}
 		d = take_block(n, d, order);
 		if (npages < (1UL << order))
 			uslub_pages_free_range(d + npages, (1UL << order) - npages);
@@ -525,6 +738,7 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages)
 				continue;
 			claim_locked(n, h, npages);
 			n->runs++;
+			n->large_next = h + npages;
 			pthread_mutex_unlock(&n->lock);
 			h->flags = 0;
 			h->order = (uint8_t)order;
@@ -533,6 +747,36 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages)
 	}
 	pthread_mutex_unlock(&n->lock);
 	return NULL;
+}
+
+struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t npages,
+					  bool aligned)
+{
+	struct page_desc *d = uslub_pages_alloc(node, order, 0);
+	if (!d)
+		return NULL;
+	/* Moved back to the start of the free pages before it, as in alloc_run: a block cut
+	 * from a fresh step continues where the last one before the step ended. */
+	struct uslub_node *n = region_of(d)->node; /* a borrowed block: the slab zone */
+	struct page_desc *end = d + (1UL << order), *start = d;
+	unsigned flags = d->flags & PF_COLD; /* of what is given back: a tail is as fresh */
+	pthread_mutex_lock(&n->lock);
+	size_t k = aligned ? 0 : free_before(d);
+	if (k) {
+		start = d - k;
+		claim_locked(n, start, k < npages ? k : npages);
+		d->flags = 0;
+		start->flags = 0;
+		start->order = (uint8_t)order;
+	}
+	struct page_desc *rest = start + npages > d ? start + npages : d;
+	free_range_locked(n, rest, (size_t)(end - rest), flags);
+	if (n == &uslub_nodes[node])
+		n->large_next = start + npages;
+	pthread_mutex_unlock(&n->lock);
+	if (rest < end)
+		maybe_release(n);
+	return start;
 }
 
 /* Descriptors inside a free block describe nothing; those filling whole pages after the
@@ -544,6 +788,37 @@ static void release_descriptors(struct page_desc *d, unsigned order)
 	uintptr_t end = (uintptr_t)(d + (1UL << order));
 	if (end > first)
 		uslub_os_release((void *)first, end - first);
+}
+
+size_t uslub_pages_unmap_free(void)
+{
+	size_t unmapped = 0;
+	for (unsigned z = 0; z < NR_ZONES; z++) {
+		struct uslub_node *n = &uslub_nodes[z];
+		pthread_mutex_lock(&n->lock);
+		for (struct region *r = n->regions; r; r = r->next) {
+			while (r->grown > FIRST_PAGE) {
+				struct page_desc *b =
+				    free_block_of((struct page_desc *)r + r->grown - 1);
+				if (!b)
+					break;
+				unsigned order = b->order;
+				uint64_t bytes = block_bytes(order);
+				if (uslub_os_unmap(page_address(b), bytes) != 0)
+					break;
+				if (!(b->flags & PF_RELEASED))
+					atomic_fetch_sub(&uslub_mapped_bytes, bytes);
+				list_remove(n, b);
+				memset(b, 0, sizeof(*b)); /* as if never grown */
+				__atomic_store_n(&r->grown, r->grown - (1UL << order),
+						 __ATOMIC_RELAXED);
+				n->released_bytes += bytes;
+				unmapped += bytes;
+			}
+		}
+		pthread_mutex_unlock(&n->lock);
+	}
+	return unmapped;
 }
 
 size_t uslub_pages_release(unsigned node, uint64_t keep)

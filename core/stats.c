@@ -158,9 +158,14 @@ static int our_mapping(uintptr_t start, uintptr_t end)
 		return 0;
 	if (end > top)
 		end = top;
-	for (uintptr_t a = start & ~REGION_MASK; a < end; a += REGION_SIZE)
-		if (region_of((void *)a))
+	for (uintptr_t a = start & ~REGION_MASK; a < end; a += REGION_SIZE) {
+		/* Only the part a region has mapped: another mapping may lie in the rest of
+		 * its slot. */
+		struct region *r = region_of((void *)a);
+		if (r &&
+		    start < a + (__atomic_load_n(&r->grown, __ATOMIC_RELAXED) << USLUB_PAGE_SHIFT))
 			return 1;
+	}
 	/* A huge block is a mapping of its own, so it starts one (unless the kernel merged
 	 * it with a neighbour, which then counts as not ours). */
 	return uslub_huge_usable((void *)start) != 0;

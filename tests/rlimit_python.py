@@ -3,9 +3,12 @@
 A real program out of address space: with RLIMIT_AS set a little above what the
 interpreter already uses, allocating until the limit must raise MemoryError - never
 crash - for small objects through malloc (PYTHONMALLOC=malloc), for 1 MiB blocks
-(uslub's large blocks) and for 16 MiB ones (huge blocks, an mmap each). After the
-objects are dropped the same allocations succeed again. Exit 0 on success, 77 when
-uslub is not the malloc in this process.
+(uslub's large blocks) and for 16 MiB ones (huge blocks, an mmap each). Before it, at
+least 80% of the headroom must have been handed out in objects - uslub maps address
+space as its heap grows (when each region reserved 256 MiB whole, 1 MiB blocks got a
+third of it) - and the 16 MiB blocks must find the address space the dropped 1 MiB ones
+held. After the objects are dropped the same allocations succeed again. Exit 0 on
+success, 77 when uslub is not the malloc in this process.
 """
 import gc
 import resource
@@ -54,9 +57,15 @@ def main():
     ]
     failed = 0
     for name, make, cap in kinds:
+        size = sys.getsizeof(make())
         n, hit = fill(make, cap)
-        print(f"{name}: MemoryError after {n}" if hit else f"{name}: no MemoryError")
+        share = n * size / headroom
+        print(f"{name}: MemoryError after {n} ({share:.0%} of the headroom)"
+              if hit else f"{name}: no MemoryError")
         if not hit:
+            failed += 1
+        if share < 0.8:
+            print(f"{name}: only {share:.0%} of the headroom before MemoryError")
             failed += 1
         # The heap recovers: the same allocation works again once memory is dropped.
         try:

@@ -156,6 +156,12 @@ static void keep_make(int huge)
 	for (int i = 0; i < NKEEP; i++) {
 		keep_size[i] = huge && i % 60 == 8 ? keep_size_of(i) : keep_size_of(i) % (1 << 20);
 		keep[i] = MALLOC(keep_size[i]);
+		/* The heap grows by mmap too: under USLUB_FAULT=mmap:every:3 a block may be
+		 * refused (ENOMEM); asked for again, it comes. */
+		for (int t = 0; !keep[i] && t < 4; t++) {
+			CHECK_EQ(errno, ENOMEM);
+			keep[i] = MALLOC(keep_size[i]);
+		}
 		CHECK(keep[i] != NULL);
 		if (keep[i])
 			tu_fill(keep[i], 0, keep_size[i], 1000 + (uint64_t)i);

@@ -40,6 +40,11 @@ static struct page_desc **fragment(size_t *kept)
 	struct page_desc **all = malloc(cap * sizeof(*all));
 	struct page_desc *d;
 	uslub_pcp_drain(uslub_tls_thread, 0);
+	/* A zone's first region grows by small steps at first: grown to a whole 4 MiB block,
+	 * the zone leaves enough scattered pages for what follows. */
+	d = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
+	if (d)
+		uslub_pages_free(d, USLUB_MAX_ORDER);
 	while ((d = uslub_pages_alloc(0, 0, GFP_TRYLOCK | GFP_NOGROW))) {
 		if (n == cap)
 			all = realloc(all, (cap *= 2) * sizeof(*all));
