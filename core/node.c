@@ -10,14 +10,23 @@
  *
  * libnuma allocates with malloc in its own start-up and in some queries, so nothing here
  * calls it from inside an allocation: start-up takes one node, and the library's
- * constructor (not malloc) switches to the real topology once the allocator is ready. */
+ * constructor (not malloc) switches to the real topology once the allocator is ready.
+ *
+ * libnuma is loaded there, not linked: a linked libnuma's own constructor runs before
+ * anything else in every program that preloads uslub, allocates, and exits the process
+ * ("Out of memory allocating bitmask") when that fails - under a tight `ulimit -v` no
+ * program started. Loaded by the constructor, once uslub's heap is up, it can only fail
+ * to load (the machine is then one node), and a program that never needs it pays
+ * nothing - nor does a one-node machine, which the kernel's list of online nodes shows.
+ * Symbols already in the process come first (a program linked with libnuma, or a test's
+ * stand-in), so every caller in the process sees one libnuma. */
 #include "node.h"
 
 #include "internal.h"
 #include "os.h"
 #include "print.h"
 
-#include <numa.h>
+#include <dlfcn.h>
 #include <sched.h>
 #include <string.h>
 
@@ -101,13 +110,67 @@ void uslub_node_init(const char *spec)
 	uslub_nr_nodes = uslub_topo.nr_nodes;
 }
 
+/* The libnuma calls discovery makes (mbind goes to os.c). */
+static struct {
+	int (*available)(void);
+	int (*max_node)(void);
+	int (*distance)(int, int);
+	int (*node_of_cpu)(int);
+	void *mbind;
+} numa;
+
+static void *numa_lib; /* what dlopen gave; NULL when the process had libnuma already */
+
+/* More than node 0 online, by the kernel's own list ("0" on a one-node machine, "0-1",
+ * "0,2-3" otherwise; no file without NUMA). Read without allocating. */
+static bool several_nodes_online(void)
+{
+	char buf[64];
+	long n = uslub_os_read_file("/sys/devices/system/node/online", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return strcmp(buf, "0\n") != 0 && strcmp(buf, "0") != 0;
+}
+
+static bool load_libnuma(void)
+{
+	void *lib = RTLD_DEFAULT;
+	if (!dlsym(lib, "numa_available")) {
+		/* Most machines have one node: they never load libnuma. */
+		if (!several_nodes_online())
+			return false;
+		lib = numa_lib = dlopen("libnuma.so.1", RTLD_NOW | RTLD_LOCAL);
+		if (!lib)
+			return false;
+	}
+	/* POSIX's way to turn dlsym's void * into a function pointer. */
+	*(void **)&numa.available = dlsym(lib, "numa_available");
+	*(void **)&numa.max_node = dlsym(lib, "numa_max_node");
+	*(void **)&numa.distance = dlsym(lib, "numa_distance");
+	*(void **)&numa.node_of_cpu = dlsym(lib, "numa_node_of_cpu");
+	numa.mbind = dlsym(lib, "mbind");
+	return numa.available && numa.max_node && numa.distance && numa.node_of_cpu && numa.mbind;
+}
+
+/* One node after all: libnuma goes again (what it allocated too, which a leak checker
+ * would otherwise count against the program). */
+static void unload_libnuma(void)
+{
+	if (numa_lib)
+		dlclose(numa_lib);
+	numa_lib = NULL;
+}
+
 void uslub_node_discover(void)
 {
-	if (!auto_mode || numa_available() < 0)
+	if (!auto_mode || !load_libnuma())
 		return;
-	int max = numa_max_node();
-	if (max < 1)
+	int max = numa.available() < 0 ? 0 : numa.max_node();
+	if (max < 1) {
+		unload_libnuma();
 		return; /* one node: nothing to spread, nothing to search */
+	}
 	unsigned n = (unsigned)max + 1;
 	if (n > MAX_NODES) {
 		uslub_message("uslub: %u NUMA nodes; uslub handles %u, the rest share them\n", n,
@@ -116,11 +179,12 @@ void uslub_node_discover(void)
 	}
 	for (unsigned i = 0; i < n; i++)
 		for (unsigned j = 0; j < n; j++)
-			uslub_topo.distance[i][j] = (unsigned char)numa_distance((int)i, (int)j);
+			uslub_topo.distance[i][j] = (unsigned char)numa.distance((int)i, (int)j);
 	for (unsigned c = 0; c < NODE_CPUS; c++) {
-		int node = numa_node_of_cpu((int)c);
+		int node = numa.node_of_cpu((int)c);
 		uslub_topo.cpu_node[c] = (unsigned char)(node >= 0 ? (unsigned)node % n : 0);
 	}
+	uslub_os_use_mbind(numa.mbind);
 	uslub_topo.real_multi = true;
 	/* build_order sorts nr_nodes nodes: set first, or the table stays empty and every
 	 * search visits node 0 (a bug the fake:N tests could not see). The table is complete

@@ -492,17 +492,25 @@ int uslub_os_unlink(const char *path)
 	return 0;
 }
 
+static long (*os_mbind)(void *, unsigned long, int, const unsigned long *, unsigned long, unsigned);
+
+void uslub_os_use_mbind(void *fn)
+{
+	*(void **)&os_mbind = fn;
+}
+
 int uslub_os_bind(void *addr, size_t size, unsigned node)
 {
 	int saved = errno;
 	unsigned long mask[4] = {0};
-	if (node >= sizeof(mask) * 8)
+	if (node >= sizeof(mask) * 8 || !os_mbind)
 		return -1;
 	mask[node / 64] = 1UL << (node % 64);
 	/* MPOL_PREFERRED: the node's memory first, another's rather than failing. Through
-	 * libnuma's mbind, a plain system call wrapper, rather than syscall(): an exported
-	 * symbol a test's stand-in for libnuma can take over (tests/numa_emu.c). */
-	if (mbind(addr, size, MPOL_PREFERRED, mask, sizeof(mask) * 8, 0) != 0)
+	 * libnuma's mbind (node.c loads libnuma and hands it over), a plain system call
+	 * wrapper, rather than syscall(): an exported symbol a test's stand-in for libnuma
+	 * can take over (tests/numa_emu.c). */
+	if (os_mbind(addr, size, MPOL_PREFERRED, mask, sizeof(mask) * 8, 0) != 0)
 		return -1;
 	errno = saved;
 	return 0;

@@ -42,6 +42,8 @@ int uslub_os_release(void *addr, size_t size);
 
 /* Bind a range's future pages to a NUMA node (libnuma's mbind, MPOL_PREFERRED). */
 int uslub_os_bind(void *addr, size_t size, unsigned node);
+/* libnuma's mbind, once node.c has loaded libnuma; until then uslub_os_bind fails. */
+void uslub_os_use_mbind(void *fn);
 /* Fault the pages in now (MADV_POPULATE_WRITE, or a write to each page where the kernel
  * lacks it), so whoever touches them later takes no page fault. */
 int uslub_os_populate(void *addr, size_t size);

@@ -183,10 +183,12 @@ static void *make_foreign(void *arg)
 	for (; n < 512; n++)
 		objs[n] = MALLOC(f->size);
 	f->a = objs[0];
-	for (unsigned i = 1; i < n; i++)
+	/* objs[1] stays too, so freeing a and b never empties the slab (an empty slab may
+	 * go back to the page allocator, and the case is about a slab that stays). */
+	for (unsigned i = 2; i < n; i++)
 		if (((uintptr_t)objs[i] ^ (uintptr_t)objs[0]) >= 4096 && !f->b)
 			f->b = objs[i];
-		else if (i > 0)
+		else
 			FREE(objs[i]);
 	pthread_mutex_lock(&f->lock);
 	f->stop = f->stop == 0 ? 1 : f->stop;
