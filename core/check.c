@@ -18,9 +18,9 @@
  *    them are the program's: their count per class is what a test that freed everything
  *    expects to be zero.
  *
- * Locks, in the order of slab.c's essay: orphan, registry, every list_lock, every node
- * lock. Taking them keeps out every path that changes lists; the thread fast paths take
- * no lock, hence the rule that nobody else allocates during a walk. */
+ * Locks: all of them (lock.c, the list fork uses too). Taking them keeps out every path
+ * that changes lists; the thread fast paths take no lock, hence the rule that nobody
+ * else allocates during a walk. */
 #include "check.h"
 
 #include "internal.h"
@@ -513,13 +513,8 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 {
 	static struct walk w; /* large; a walk is rare, and serialised by the locks */
 	uslub_init();
-	pthread_mutex_lock(&uslub_orphan_lock);
-	pthread_mutex_lock(&uslub_registry_lock);
+	uslub_lock_all();
 	unsigned nr_nodes = uslub_nr_nodes < MAX_NODES ? uslub_nr_nodes : MAX_NODES;
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned nid = 0; nid < nr_nodes; nid++)
-			pthread_mutex_lock(&uslub_caches[i].node[nid].list_lock);
-	uslub_pages_lock_all();
 
 	memset(&w, 0, sizeof(w));
 	memset(out, 0, sizeof(*out));
@@ -564,12 +559,7 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 		bad(&w, "%lu bytes counted as taken from the OS, %lu found", (unsigned long)mapped,
 		    (unsigned long)expect);
 
-	uslub_pages_unlock_all();
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned nid = 0; nid < nr_nodes; nid++)
-			pthread_mutex_unlock(&uslub_caches[i].node[nid].list_lock);
-	pthread_mutex_unlock(&uslub_registry_lock);
-	pthread_mutex_unlock(&uslub_orphan_lock);
+	uslub_unlock_all();
 	uslub_out_flush(&w.msg);
 	return out->errors;
 }

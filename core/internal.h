@@ -459,7 +459,16 @@ extern _Atomic uint64_t uslub_slab_bytes; /* pages in slabs */
 /* ---- start-up and statistics ---------------------------------------------------- */
 
 extern _Atomic int uslub_ready;
-void uslub_init_slow(void);
+void uslub_init_slow(void); /* startup.c */
+/* Every lock, in the essay's order (lock.c): fork and the heap walker. */
+void uslub_lock_all(void);
+void uslub_unlock_all(void);
+void uslub_locks_reinit(void);
+/* thread.c's part of start-up and fork. */
+void uslub_threads_init(void);
+void uslub_threads_before_fork(void);
+void uslub_threads_after_fork_parent(void);
+void uslub_threads_after_fork_child(void);
 static inline void uslub_init(void)
 {
 	if (unlikely(!atomic_load_explicit(&uslub_ready, memory_order_acquire)))

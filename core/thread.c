@@ -1,6 +1,6 @@
 /* Threads: the per-thread state (kmem_cache_cpu for every cache, and the order-0 page
  * cache that stands in for the kernel's per-CPU pagesets), its registry, its teardown,
- * start-up of the whole allocator, and fork. */
+ * and the reaping of states whose thread is gone. Start-up and fork: startup.c. */
 #include "internal.h"
 #include "options.h"
 #include "node.h"
@@ -26,8 +26,6 @@ pthread_mutex_t uslub_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 struct uslub_thread *uslub_registry;
 pthread_mutex_t uslub_stat_lock = PTHREAD_MUTEX_INITIALIZER;
 
-_Atomic int uslub_ready;
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t thread_key;
 
 /* ---- order-0 page cache ---------------------------------------------------------- */
@@ -311,90 +309,22 @@ void uslub_threads_reap(unsigned budget)
 	pthread_mutex_unlock(&sweep_lock);
 }
 
-/* ---- start-up -------------------------------------------------------------------- */
+/* ---- start-up and fork ---------------------------------------------------------- */
 
-extern char **environ;
-void uslub_pages_init(void);
-
-/* When the first call comes before libc has set `environ` (from the dynamic loader),
- * the settings are read from /proc/self/environ into this buffer instead. */
-static char env_buf[8192];
-static char *env_ptrs[128];
-
-static char **read_proc_environ(void)
+void uslub_threads_init(void)
 {
-	int saved = errno;
-	size_t len = 0, n = 0;
-	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t r;
-		while (len < sizeof(env_buf) - 1 &&
-		       (r = read(fd, env_buf + len, sizeof(env_buf) - 1 - len)) > 0)
-			len += (size_t)r;
-		close(fd);
-	}
-	env_buf[len] = '\0';
-	for (size_t i = 0; i < len && n < sizeof(env_ptrs) / sizeof(env_ptrs[0]) - 1;) {
-		env_ptrs[n++] = env_buf + i;
-		while (i < len && env_buf[i])
-			i++;
-		i++;
-	}
-	env_ptrs[n] = NULL;
-	errno = saved;
-	return env_ptrs;
-}
-
-void uslub_init_slow(void)
-{
-	pthread_mutex_lock(&init_lock);
-	if (atomic_load_explicit(&uslub_ready, memory_order_relaxed)) {
-		pthread_mutex_unlock(&init_lock);
-		return;
-	}
-	uslub_options_init(environ ? environ : read_proc_environ());
-	uslub_os_fault_init(uslub_config.fault);
-	uslub_node_init(uslub_config.numa);
-	uslub_pages_init();
-	uslub_caches_init();
-	uslub_replenish_init();
 	registry_add(&uslub_orphan_thread);
 	pthread_key_create(&thread_key, thread_exit);
-	atomic_store_explicit(&uslub_ready, 1, memory_order_release);
-	pthread_mutex_unlock(&init_lock);
-	if (uslub_config.verbose)
-		uslub_options_print(2);
 }
 
-/* ---- fork ------------------------------------------------------------------------ */
-
-/* Every lock is taken before fork, in the documented order, so the child inherits none
- * held by a thread that no longer exists. */
-static void fork_prepare(void)
+/* The sweep is kept out while the process forks (startup.c takes every other lock). */
+void uslub_threads_before_fork(void)
 {
 	pthread_mutex_lock(&sweep_lock);
-	urcu_bp_before_fork();
-	pthread_mutex_lock(&uslub_orphan_lock);
-	pthread_mutex_lock(&uslub_registry_lock);
-	pthread_mutex_lock(&uslub_stat_lock);
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned n = 0; n < MAX_NODES; n++)
-			pthread_mutex_lock(&uslub_caches[i].node[n].list_lock);
-	uslub_pages_lock_all();
-	uslub_huge_lock();
 }
 
-static void fork_parent(void)
+void uslub_threads_after_fork_parent(void)
 {
-	uslub_huge_unlock();
-	uslub_pages_unlock_all();
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned n = 0; n < MAX_NODES; n++)
-			pthread_mutex_unlock(&uslub_caches[i].node[n].list_lock);
-	pthread_mutex_unlock(&uslub_stat_lock);
-	pthread_mutex_unlock(&uslub_registry_lock);
-	pthread_mutex_unlock(&uslub_orphan_lock);
-	urcu_bp_after_fork_parent();
 	pthread_mutex_unlock(&sweep_lock);
 }
 
@@ -403,7 +333,7 @@ static void fork_parent(void)
  * fork came, and leaking its few slabs is safe where taking them back is not. So their
  * states are kept from the sweep (tid 0), and ours takes the child's ids, or the sweep
  * would find its parent's thread gone one day and tear down the state in use. */
-static void fork_child(void)
+void uslub_threads_after_fork_child(void)
 {
 	struct uslub_thread *me = uslub_tls_thread;
 	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
@@ -411,24 +341,4 @@ static void fork_child(void)
 		t->tid = t == me ? gettid() : 0;
 	}
 	pthread_mutex_init(&sweep_lock, NULL);
-	uslub_huge_reinit_lock();
-	uslub_pages_reinit_locks();
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned n = 0; n < MAX_NODES; n++)
-			pthread_mutex_init(&uslub_caches[i].node[n].list_lock, NULL);
-	pthread_mutex_init(&uslub_stat_lock, NULL);
-	pthread_mutex_init(&uslub_registry_lock, NULL);
-	pthread_mutex_init(&uslub_orphan_lock, NULL);
-	uslub_replenish_after_fork_child();
-	/* Unlocks what urcu_bp_before_fork took, and drops the other threads' readers. */
-	urcu_bp_after_fork_child();
-}
-
-/* pthread_atfork allocates, so it is registered from a constructor, once the allocator
- * is ready, never from inside malloc. */
-__attribute__((constructor)) static void uslub_constructor(void)
-{
-	uslub_init();
-	uslub_node_discover();
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

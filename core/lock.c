@@ -1,0 +1,41 @@
+/* Every lock of the allocator at once, in the order of slab.c's essay (section 5): fork
+ * takes them all so the child inherits none that a vanished thread held, and the heap
+ * walker (check.c) so no list changes under it. One list, so the two cannot drift. */
+#include "internal.h"
+
+void uslub_lock_all(void)
+{
+	pthread_mutex_lock(&uslub_orphan_lock);
+	pthread_mutex_lock(&uslub_registry_lock);
+	pthread_mutex_lock(&uslub_stat_lock);
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		for (unsigned n = 0; n < MAX_NODES; n++)
+			pthread_mutex_lock(&uslub_caches[i].node[n].list_lock);
+	uslub_pages_lock_all();
+	uslub_huge_lock();
+}
+
+void uslub_unlock_all(void)
+{
+	uslub_huge_unlock();
+	uslub_pages_unlock_all();
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		for (unsigned n = 0; n < MAX_NODES; n++)
+			pthread_mutex_unlock(&uslub_caches[i].node[n].list_lock);
+	pthread_mutex_unlock(&uslub_stat_lock);
+	pthread_mutex_unlock(&uslub_registry_lock);
+	pthread_mutex_unlock(&uslub_orphan_lock);
+}
+
+/* In a forked child: the locks as new (the parent's holders do not exist there). */
+void uslub_locks_reinit(void)
+{
+	uslub_huge_reinit_lock();
+	uslub_pages_reinit_locks();
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		for (unsigned n = 0; n < MAX_NODES; n++)
+			pthread_mutex_init(&uslub_caches[i].node[n].list_lock, NULL);
+	pthread_mutex_init(&uslub_stat_lock, NULL);
+	pthread_mutex_init(&uslub_registry_lock, NULL);
+	pthread_mutex_init(&uslub_orphan_lock, NULL);
+}
