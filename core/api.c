@@ -12,7 +12,7 @@
 
 extern uint64_t uslub_trim_threshold;
 
-void *uslub_calloc_impl(size_t nmemb, size_t size)
+void *uslub_calloc(size_t nmemb, size_t size)
 {
 	size_t total;
 	if (__builtin_mul_overflow(nmemb, size, &total) || total > PTRDIFF_MAX) {
@@ -65,7 +65,7 @@ static enum block_kind classify(const void *p, const char *func, struct page_des
 	return BLOCK_SLAB;
 }
 
-void *uslub_realloc_impl(void *p, size_t size)
+void *uslub_realloc(void *p, size_t size)
 {
 	if (!p)
 		return uslub_malloc_inline(size);
@@ -112,14 +112,14 @@ void *uslub_realloc_impl(void *p, size_t size)
 	return q;
 }
 
-void *uslub_reallocarray_impl(void *p, size_t nmemb, size_t size)
+void *uslub_reallocarray(void *p, size_t nmemb, size_t size)
 {
 	size_t total;
 	if (__builtin_mul_overflow(nmemb, size, &total)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	return uslub_realloc_impl(p, total);
+	return uslub_realloc(p, total);
 }
 
 /* Power-of-two classes hold objects aligned to their size within page-aligned slabs, so
@@ -149,7 +149,7 @@ static void *aligned_alloc_any(size_t alignment, size_t size)
 	return uslub_large_alloc(size, alignment, false);
 }
 
-int uslub_posix_memalign_impl(void **out, size_t alignment, size_t size)
+int uslub_posix_memalign(void **out, size_t alignment, size_t size)
 {
 	if (alignment < sizeof(void *) || (alignment & (alignment - 1)))
 		return EINVAL;
@@ -163,7 +163,7 @@ int uslub_posix_memalign_impl(void **out, size_t alignment, size_t size)
 }
 
 /* glibc's memalign: an alignment that is not a power of two is rounded up to one. */
-void *uslub_memalign_impl(size_t alignment, size_t size)
+void *uslub_memalign(size_t alignment, size_t size)
 {
 	if (alignment > SIZE_MAX / 2 + 1) {
 		errno = EINVAL;
@@ -178,7 +178,7 @@ void *uslub_memalign_impl(size_t alignment, size_t size)
 	return aligned_alloc_any(alignment, size);
 }
 
-void *uslub_pvalloc_impl(size_t size)
+void *uslub_pvalloc(size_t size)
 {
 	size_t rounded;
 	if (__builtin_add_overflow(size, USLUB_PAGE_SIZE - 1, &rounded)) {
@@ -189,7 +189,7 @@ void *uslub_pvalloc_impl(size_t size)
 	return aligned_alloc_any(USLUB_PAGE_SIZE, rounded ? rounded : USLUB_PAGE_SIZE);
 }
 
-size_t uslub_usable_size_impl(const void *p)
+size_t uslub_malloc_usable_size(const void *p)
 {
 	if (!p)
 		return 0;
@@ -202,7 +202,7 @@ size_t uslub_usable_size_impl(const void *p)
 /* Gives back the calling thread's cached pages and every warm free page but `pad`
  * bytes' worth; like glibc's, other threads' caches are not touched - but the states of
  * threads that are gone without a teardown are (thread.c, reaping). */
-int uslub_trim_impl(size_t pad)
+int uslub_malloc_trim(size_t pad)
 {
 	uslub_init();
 	uslub_threads_reap(0);
@@ -223,7 +223,7 @@ int uslub_trim_impl(size_t pad)
 /* M_TRIM_THRESHOLD sets how much warm free memory stays before it is handed back. The
  * other glibc parameters tune arenas, mmap thresholds and fastbins, which uslub does not
  * have: they are accepted and have no effect. */
-int uslub_mallopt_impl(int param, int value)
+int uslub_mallopt(int param, int value)
 {
 	switch (param) {
 	case M_TRIM_THRESHOLD:
@@ -245,7 +245,7 @@ int uslub_mallopt_impl(int param, int value)
 	}
 }
 
-struct mallinfo2 uslub_mallinfo2_impl(void)
+struct mallinfo2 uslub_mallinfo2(void)
 {
 	struct uslub_totals t;
 	uslub_get_totals(&t);
@@ -274,6 +274,9 @@ struct mallinfo2 uslub_mallinfo2_impl(void)
 
 /* ---- the prefixed API ------------------------------------------------------------ */
 
+/* The prefixed API (uslub.h) for programs that link uslub: the functions above under
+ * their own names, and the two fast paths out of line. preload/ exports the standard
+ * names over the same functions. */
 void *uslub_malloc(size_t size)
 {
 	return uslub_malloc_inline(size);
@@ -284,52 +287,9 @@ void uslub_free(void *p)
 	uslub_free_inline(p);
 }
 
-void *uslub_calloc(size_t nmemb, size_t size)
-{
-	return uslub_calloc_impl(nmemb, size);
-}
-
-void *uslub_realloc(void *p, size_t size)
-{
-	return uslub_realloc_impl(p, size);
-}
-
-void *uslub_reallocarray(void *p, size_t nmemb, size_t size)
-{
-	return uslub_reallocarray_impl(p, nmemb, size);
-}
-
-int uslub_posix_memalign(void **out, size_t alignment, size_t size)
-{
-	return uslub_posix_memalign_impl(out, alignment, size);
-}
-
-void *uslub_aligned_alloc(size_t alignment, size_t size)
-{
-	return uslub_memalign_impl(alignment, size);
-}
-
-void *uslub_memalign(size_t alignment, size_t size)
-{
-	return uslub_memalign_impl(alignment, size);
-}
+void *uslub_aligned_alloc(size_t alignment, size_t size) __attribute__((alias("uslub_memalign")));
 
 void *uslub_valloc(size_t size)
 {
-	return uslub_memalign_impl(USLUB_PAGE_SIZE, size);
-}
-
-void *uslub_pvalloc(size_t size)
-{
-	return uslub_pvalloc_impl(size);
-}
-
-size_t uslub_malloc_usable_size(const void *p)
-{
-	return uslub_usable_size_impl(p);
-}
-
-int uslub_malloc_trim(size_t pad)
-{
-	return uslub_trim_impl(pad);
+	return uslub_memalign(USLUB_PAGE_SIZE, size);
 }

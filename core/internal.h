@@ -232,6 +232,8 @@ struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t 
 size_t uslub_pages_unmap_free(void);
 /* Release warm free pages to the OS until at most `keep` warm pages stay free. */
 size_t uslub_pages_release(unsigned node, uint64_t keep);
+/* Would taking `bytes` more from the OS pass USLUB_MEM_LIMIT? */
+bool uslub_over_limit(uint64_t bytes);
 /* Warm free memory a node may keep before handing the excess back to the OS. */
 uint64_t uslub_release_threshold(void);
 /* Bind every zone's regions to their node (uslub_topo.real_multi): for the regions made

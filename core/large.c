@@ -310,12 +310,6 @@ static void huge_erase(struct huge_entry *e)
 	huge_tombs++;
 }
 
-static bool over_limit(size_t len)
-{
-	uint64_t limit = uslub_config.mem_limit;
-	return limit && atomic_load(&uslub_mapped_bytes) + len > limit;
-}
-
 void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 {
 	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
@@ -323,7 +317,7 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 		return NULL;
 	}
 	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
-	if (over_limit(len)) {
+	if (uslub_over_limit(len)) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -405,7 +399,7 @@ static void *huge_realloc(void *p, size_t size, bool retry)
 			uslub_debug_block_resize(p, p, old_size, old, size, len);
 		return p;
 	}
-	if (len > old && over_limit(len - old)) {
+	if (len > old && uslub_over_limit(len - old)) {
 		pthread_mutex_unlock(&huge_lock);
 		errno = ENOMEM;
 		return NULL;

@@ -333,7 +333,7 @@ static int grow(struct uslub_node *n, unsigned min_order)
 	return 0;
 }
 
-static bool over_limit(uint64_t bytes)
+bool uslub_over_limit(uint64_t bytes)
 {
 	uint64_t limit = uslub_config.mem_limit;
 	return limit && atomic_load(&uslub_mapped_bytes) + bytes > limit;
@@ -355,7 +355,7 @@ static struct page_desc *find_block(struct uslub_node *n, unsigned order, unsign
 		if ((gfp & GFP_COLD) && !(d->flags & PF_COLD))
 			continue; /* the replenisher wants memory to warm: grow rather */
 		/* A block handed back to the OS counts again once used: not past the cap. */
-		if ((d->flags & PF_RELEASED) && over_limit(block_bytes(o))) {
+		if ((d->flags & PF_RELEASED) && uslub_over_limit(block_bytes(o))) {
 			d = first;
 			if (d->flags & PF_RELEASED)
 				continue;
@@ -621,7 +621,7 @@ static size_t run_length(struct page_desc *h, size_t want)
 	size_t got = 0;
 	while (got < want && page_index(h + got) < r->grown) {
 		struct page_desc *b = free_block_of(h + got);
-		if (!b || ((b->flags & PF_RELEASED) && over_limit(block_bytes(b->order))))
+		if (!b || ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
 			break;
 		got = (size_t)(b + (1UL << b->order) - h);
 	}
@@ -651,7 +651,7 @@ static struct page_desc *next_fit(struct uslub_node *n, size_t npages)
 	for (size_t got = 0; got < npages;) {
 		struct page_desc *b = free_block_of(h + got);
 		if (!b || !(b->flags & PF_COLD) ||
-		    ((b->flags & PF_RELEASED) && over_limit(block_bytes(b->order))))
+		    ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
 			return NULL;
 		got = (size_t)(b + (1UL << b->order) - h);
 	}
@@ -670,7 +670,7 @@ static size_t free_before(struct page_desc *d)
 	size_t k = 0;
 	for (int i = 0; i < BEFORE_TRIES && page_index(d - k) > FIRST_PAGE; i++) {
 		struct page_desc *h = free_block_of(d - k - 1);
-		if (!h || ((h->flags & PF_RELEASED) && over_limit(block_bytes(h->order))))
+		if (!h || ((h->flags & PF_RELEASED) && uslub_over_limit(block_bytes(h->order))))
 			break;
 		k += 1UL << h->order;
 	}

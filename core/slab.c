@@ -44,10 +44,47 @@
  *        unless the node keeps fewer than min_partial slabs, then it stays as a partial.
  *    A thread that exits unfreezes everything it holds and gives back its pages.
  *
- * 5. Lock order: orphan lock -> registry lock -> stat lock -> cache node list_lock ->
- *    page allocator node lock -> huge lock. In practice the list_lock is dropped before
- *    pages are freed, so list_lock and the page lock are never held together; fork
- *    takes them all in this order, after thread.c's sweep lock and liburcu's locks.
+ * 5. Locks. The order, outermost first - thread.c's sweep lock -> liburcu's grace-period
+ *    lock (synchronize_rcu) -> orphan lock -> registry lock -> stat lock -> a cache's node
+ *    list_lock -> a page allocator zone's lock -> the huge-block lock. What each guards:
+ *
+ *      sweep_lock (thread.c)       one reaper of dead threads' states at a time
+ *      uslub_orphan_lock           the shared state of threads that have none of their own
+ *      uslub_registry_lock         the registry's links (readers walk it under RCU)
+ *      uslub_stat_lock             folding an exiting thread's counters into its caches
+ *      cache_node.list_lock        a node's partial list, nr_partial, PF_ON_PARTIAL, and an
+ *                                  unfrozen slab's moves between partial, full and freed
+ *      uslub_node.lock (zone)      buddy lists, region growth, release, the zone counters
+ *      huge_lock (large.c)         the huge-block table and the ring of freed ones
+ *
+ *    In practice list_lock is dropped before pages are freed, so list_lock and a zone
+ *    lock are never held together. fork and the heap walker take every lock in this
+ *    order (lock.c). Lock-free fields, who writes them and who may read them:
+ *
+ *      field                  written by                         read by
+ *      tls thread pointer     its thread                         its thread
+ *      cache_cpu (freelist,   its thread (plain stores)          its thread; the heap
+ *        slab, partial,                                          walker with every lock
+ *        sheaf, stat)                                            and the threads quiet
+ *      page_desc.local_free,  the slab's owner (plain)           the owner only: others
+ *        local_count                                             first load owner
+ *      page_desc.owner        the thread that freezes or lets    anyone (relaxed): only
+ *                             go (relaxed; the slab word's CAS    "is it me?" is asked
+ *                             orders it)
+ *      page_desc.word         CAS by any freeing thread and the  anyone (acquire)
+ *        (remote list, inuse,  owner; acq_rel publishes the links
+ *        frozen)              the objects carry
+ *      page_desc.kind         atomic byte store by whoever       the buddy's merge under
+ *                             changes a block's use              the zone lock, free's
+ *                                                                slow path
+ *      page_desc.head         release store when a block is      free's fast path
+ *                             formed (slab, large, thread state)  (plain load of a word)
+ *      registry links         under uslub_registry_lock,         the dump and live view
+ *                             release stores (rcu_assign)        under RCU
+ *      uslub_fold_seq         the folding thread (odd while it   a dump, which retries
+ *                             folds)                             over an odd or changed
+ *                                                                value
+ *      uslub_keys             start-up, before the first slab    every free and pop
  *
  * 6. Sheaves (Linux 6.18's percpu sheaves, per thread here). A free of an object whose
  *    slab the thread does not hold goes, while there is room, into the thread's sheaf of
@@ -87,7 +124,27 @@
  *    USLUB_HARDEN=off stores the pointers in the clear (for comparison); the marks and
  *    the checks stay. Two threads freeing one object at the same instant can both pass
  *    the mark check, as with glibc: the remote list's CAS then catches the case where
- *    it is still the list's head, and a slab's inuse never goes below zero. */
+ *    it is still the list's head, and a slab's inuse never goes below zero. *
+ * 8. One request through the files (see also DESIGN.md, section 2):
+ *
+ *      preload/malloc.c   malloc(n) -> slab.h uslub_malloc_inline: pop the thread freelist
+ *      sheaf.c            ... else the thread's sheaf of that cache
+ *      alloc.c            ... else the refill: the slab's own lists, thread partial slabs,
+ *      slab.c                 get_partial (node lists, other nodes by distance), new_slab
+ *      page_alloc.c           -> pages: the preferred order without waiting, the minimum
+ *      thread.c               order from the thread's page cache, growing a region (os.c)
+ *      large.c            n > 8 KiB: a large block of pages, or a huge mapping
+ *      preload/malloc.c   free(p) -> slab.h uslub_free_inline: block_of(p), one lookup, then
+ *                         the owner's local list, else sheaf.c, else free.c (remote list,
+ *                         large and huge blocks, bad-pointer reports)
+ *      api.c              realloc, the aligned family, usable size: the same lookup
+ *
+ *    Files by layer, each including only the ones below it: os.c, print.c, options.c,
+ *    node.c (the OS and settings); page_alloc.c (pages); slab.c, alloc.c, free.c, sheaf.c,
+ *    thread.c, large.c (objects and blocks); api.c, sized.c (the malloc family's
+ *    semantics); preload/ (exported names). Beside them: startup.c and lock.c (the whole
+ *    process), stats.c, live.c, check.c, debug.c, replenish.c.
+ */
 #include "internal.h"
 #include "debug.h"
 #include "options.h"

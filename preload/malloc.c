@@ -37,62 +37,62 @@ EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size)
 
 EXPORT void *calloc(size_t nmemb, size_t size)
 {
-	return uslub_calloc_impl(nmemb, size);
+	return uslub_calloc(nmemb, size);
 }
 
 EXPORT void *realloc(void *p, size_t size)
 {
-	return uslub_realloc_impl(p, size);
+	return uslub_realloc(p, size);
 }
 
 EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 {
-	return uslub_reallocarray_impl(p, nmemb, size);
+	return uslub_reallocarray(p, nmemb, size);
 }
 
 EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
 {
-	return uslub_posix_memalign_impl(out, alignment, size);
+	return uslub_posix_memalign(out, alignment, size);
 }
 
 EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
-	return uslub_memalign_impl(alignment, size);
+	return uslub_memalign(alignment, size);
 }
 
 EXPORT void *memalign(size_t alignment, size_t size)
 {
-	return uslub_memalign_impl(alignment, size);
+	return uslub_memalign(alignment, size);
 }
 
 EXPORT void *valloc(size_t size)
 {
-	return uslub_memalign_impl(USLUB_PAGE_SIZE, size);
+	return uslub_memalign(USLUB_PAGE_SIZE, size);
 }
 
 EXPORT void *pvalloc(size_t size)
 {
-	return uslub_pvalloc_impl(size);
+	return uslub_pvalloc(size);
 }
 
 EXPORT size_t malloc_usable_size(void *p)
 {
-	return uslub_usable_size_impl(p);
+	return uslub_malloc_usable_size(p);
 }
 
 EXPORT int malloc_trim(size_t pad)
 {
-	return uslub_trim_impl(pad);
+	return uslub_malloc_trim(pad);
 }
 
 EXPORT int mallopt(int param, int value)
 {
-	return uslub_mallopt_impl(param, value);
+	return uslub_mallopt(param, value);
 }
 
 EXPORT struct mallinfo2 mallinfo2(void)
 {
-	return uslub_mallinfo2_impl();
+	return uslub_mallinfo2();
 }
 
 static int clamp_int(size_t v)
@@ -102,7 +102,7 @@ static int clamp_int(size_t v)
 
 EXPORT struct mallinfo mallinfo(void)
 {
-	struct mallinfo2 m = uslub_mallinfo2_impl();
+	struct mallinfo2 m = uslub_mallinfo2();
 	struct mallinfo r = {
 	    .arena = clamp_int(m.arena),
 	    .ordblks = clamp_int(m.ordblks),

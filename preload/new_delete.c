@@ -33,7 +33,7 @@ void *uslub_new_retry_nothrow(size_t size, size_t align);
 /* The allocation new_handler.cpp retries: `align` 0 for the unaligned forms. */
 void *uslub_new_alloc(size_t size, size_t align)
 {
-	return align ? uslub_memalign_impl(align, size) : uslub_malloc_inline(size);
+	return align ? uslub_memalign(align, size) : uslub_malloc_inline(size);
 }
 
 /* ---- new --------------------------------------------------------------------------- */
@@ -77,7 +77,7 @@ EXPORT void *cxx_new_array_nothrow(size_t size, NOTHROW)
 EXPORT void *cxx_new_aligned(size_t size, align_val_t align) __asm__("_ZnwmSt11align_val_t");
 EXPORT void *cxx_new_aligned(size_t size, align_val_t align)
 {
-	void *p = uslub_memalign_impl(align, size);
+	void *p = uslub_memalign(align, size);
 	if (likely(p))
 		return p;
 	return uslub_new_retry(size, align);
@@ -86,7 +86,7 @@ EXPORT void *cxx_new_aligned(size_t size, align_val_t align)
 EXPORT void *cxx_new_array_aligned(size_t size, align_val_t align) __asm__("_ZnamSt11align_val_t");
 EXPORT void *cxx_new_array_aligned(size_t size, align_val_t align)
 {
-	void *p = uslub_memalign_impl(align, size);
+	void *p = uslub_memalign(align, size);
 	if (likely(p))
 		return p;
 	return uslub_new_retry(size, align);
@@ -96,7 +96,7 @@ EXPORT void *cxx_new_aligned_nothrow(size_t size, align_val_t align,
 				     NOTHROW) __asm__("_ZnwmSt11align_val_tRKSt9nothrow_t");
 EXPORT void *cxx_new_aligned_nothrow(size_t size, align_val_t align, NOTHROW)
 {
-	void *p = uslub_memalign_impl(align, size);
+	void *p = uslub_memalign(align, size);
 	if (likely(p))
 		return p;
 	return uslub_new_retry_nothrow(size, align);
@@ -106,7 +106,7 @@ EXPORT void *cxx_new_array_aligned_nothrow(size_t size, align_val_t align,
 					   NOTHROW) __asm__("_ZnamSt11align_val_tRKSt9nothrow_t");
 EXPORT void *cxx_new_array_aligned_nothrow(size_t size, align_val_t align, NOTHROW)
 {
-	void *p = uslub_memalign_impl(align, size);
+	void *p = uslub_memalign(align, size);
 	if (likely(p))
 		return p;
 	return uslub_new_retry_nothrow(size, align);

@@ -8,7 +8,7 @@
 #include "internal.h"
 #include "options.h"
 #include "replenish.h"
-#include "unit.h"
+#include "test_util.h"
 #include "uslub.h"
 
 #include <errno.h>
@@ -72,9 +72,9 @@ static void fallback_when_fragmented(void)
 {
 	size_t nkept;
 	struct page_desc **kept = fragment(&nkept);
-	EXPECT(uslub_pages_check(0) == 0, "fragmented allocator consistent");
+	CHECKF(uslub_pages_check(0) == 0, "fragmented allocator consistent");
 	for (unsigned o = 1; o <= USLUB_MAX_ORDER; o++)
-		EXPECT(uslub_nodes[0].nr_free[o] == 0, "a free block of order %u is left", o);
+		CHECKF(uslub_nodes[0].nr_free[o] == 0, "a free block of order %u is left", o);
 	uint64_t grows = uslub_nodes[0].grows, fallbacks = stat_of(USLUB_STAT_ORDER_FALLBACK);
 	uint64_t slabs = stat_of(USLUB_STAT_ALLOC_SLAB);
 	enum { N = 64 };
@@ -82,22 +82,22 @@ static void fallback_when_fragmented(void)
 	unsigned low = 0;
 	for (int i = 0; i < N; i++) {
 		objs[i] = uslub_malloc(SIZE);
-		EXPECT(objs[i] != NULL, "object %d served", i);
+		CHECKF(objs[i] != NULL, "object %d served", i);
 		memset(objs[i], i, SIZE);
 		low += order_of(objs[i]) == uslub_caches[cls].min_order;
 	}
-	EXPECT(stat_of(USLUB_STAT_ALLOC_SLAB) > slabs, "new slabs were made");
-	EXPECT(stat_of(USLUB_STAT_ORDER_FALLBACK) - fallbacks ==
+	CHECKF(stat_of(USLUB_STAT_ALLOC_SLAB) > slabs, "new slabs were made");
+	CHECKF(stat_of(USLUB_STAT_ORDER_FALLBACK) - fallbacks ==
 		   stat_of(USLUB_STAT_ALLOC_SLAB) - slabs,
 	       "every new slab fell back: %lu of %lu",
 	       (unsigned long)(stat_of(USLUB_STAT_ORDER_FALLBACK) - fallbacks),
 	       (unsigned long)(stat_of(USLUB_STAT_ALLOC_SLAB) - slabs));
-	EXPECT(low > 0, "objects come from minimum-order slabs");
-	EXPECT(uslub_nodes[0].grows == grows, "served from the fragmented pages, no growth");
-	EXPECT(stat_of(USLUB_STAT_HIGH_ORDER_STALL) == 0, "nowait never stalls");
+	CHECKF(low > 0, "objects come from minimum-order slabs");
+	CHECKF(uslub_nodes[0].grows == grows, "served from the fragmented pages, no growth");
+	CHECKF(stat_of(USLUB_STAT_HIGH_ORDER_STALL) == 0, "nowait never stalls");
 	for (int i = 0; i < N; i++)
 		for (int b = 0; b < SIZE; b += 512)
-			EXPECT(((unsigned char *)objs[i])[b] == (unsigned char)i,
+			CHECKF(((unsigned char *)objs[i])[b] == (unsigned char)i,
 			       "object %d intact", i);
 
 	/* The old behaviour, for comparison: block for the preferred order. */
@@ -111,16 +111,16 @@ static void fallback_when_fragmented(void)
 		high += order_of(more[i]) == uslub_caches[cls].order;
 	}
 	uslub_config.high_order_wait = 0;
-	EXPECT(stat_of(USLUB_STAT_HIGH_ORDER_STALL) > stalls, "wait mode counts stalls");
-	EXPECT(high > 0, "wait mode gets preferred-order slabs");
-	EXPECT(uslub_nodes[0].grows > grows, "... by growing on the caller's time");
+	CHECKF(stat_of(USLUB_STAT_HIGH_ORDER_STALL) > stalls, "wait mode counts stalls");
+	CHECKF(high > 0, "wait mode gets preferred-order slabs");
+	CHECKF(uslub_nodes[0].grows > grows, "... by growing on the caller's time");
 	/* Slabs of both orders live side by side: frees find their own slab. */
 	for (int i = 0; i < N; i++) {
 		uslub_free(objs[i]);
 		uslub_free(more[i]);
 	}
 	unfragment(kept, nkept);
-	EXPECT(uslub_pages_check(0) == 0, "consistent after");
+	CHECKF(uslub_pages_check(0) == 0, "consistent after");
 }
 
 static void memory_cap(void)
@@ -133,8 +133,8 @@ static void memory_cap(void)
 	errno = 0;
 	while (n < MAX && (blocks[n] = uslub_malloc(3 * USLUB_PAGE_SIZE)))
 		n++;
-	EXPECT(n < MAX && errno == ENOMEM, "large allocation ends in ENOMEM (%d blocks)", n);
-	EXPECT(atomic_load(&uslub_mapped_bytes) <= limit, "mapped %lu <= cap %lu",
+	CHECKF(n < MAX && errno == ENOMEM, "large allocation ends in ENOMEM (%d blocks)", n);
+	CHECKF(atomic_load(&uslub_mapped_bytes) <= limit, "mapped %lu <= cap %lu",
 	       (unsigned long)atomic_load(&uslub_mapped_bytes), (unsigned long)limit);
 	/* Holes of three pages: too small for the cache's preferred order 3. */
 	for (int i = 0; i < n; i += 2)
@@ -145,23 +145,23 @@ static void memory_cap(void)
 	errno = 0;
 	while (m < MAX * 4 && (objs[m] = uslub_malloc(SIZE)))
 		m++;
-	EXPECT(m > 16, "the cache kept serving from holes: %d objects", m);
-	EXPECT(stat_of(USLUB_STAT_ORDER_FALLBACK) > fallbacks, "... by falling back");
-	EXPECT(m < MAX * 4 && errno == ENOMEM, "then ENOMEM");
-	EXPECT(atomic_load(&uslub_mapped_bytes) <= limit, "still within the cap");
+	CHECKF(m > 16, "the cache kept serving from holes: %d objects", m);
+	CHECKF(stat_of(USLUB_STAT_ORDER_FALLBACK) > fallbacks, "... by falling back");
+	CHECKF(m < MAX * 4 && errno == ENOMEM, "then ENOMEM");
+	CHECKF(atomic_load(&uslub_mapped_bytes) <= limit, "still within the cap");
 	/* Freeing lets allocation resume. */
 	for (int i = 0; i < m; i++)
 		uslub_free(objs[i]);
 	for (int i = 1; i < n; i += 2)
 		uslub_free(blocks[i]);
 	void *again = uslub_malloc(1 << 20);
-	EXPECT(again != NULL, "allocation resumes after frees");
+	CHECKF(again != NULL, "allocation resumes after frees");
 	uslub_free(again);
 	void *small = uslub_malloc(SIZE);
-	EXPECT(small != NULL, "small allocation resumes");
+	CHECKF(small != NULL, "small allocation resumes");
 	uslub_free(small);
 	uslub_config.mem_limit = 0;
-	EXPECT(uslub_pages_check(0) == 0, "consistent after the cap");
+	CHECKF(uslub_pages_check(0) == 0, "consistent after the cap");
 }
 
 static int wait_for(uint64_t *counter, uint64_t above)
@@ -180,7 +180,7 @@ static void background(void)
 	uslub_config.background = 1;
 	atomic_store(&uslub_replenish_pending, 1);
 	uslub_replenish_start();
-	EXPECT(uslub_replenish_running(), "started");
+	CHECKF(uslub_replenish_running(), "started");
 	/* Hand every warm page back, so the reserve is empty, then wake it: it rebuilds
 	 * the reserve (it may have started on it already, from its first round). */
 	uslub_pages_release(0, 0);
@@ -194,12 +194,12 @@ static void background(void)
 		struct timespec ts = {0, 5000000};
 		nanosleep(&ts, NULL);
 	}
-	EXPECT(ready, "woken, it prepared warm blocks (wakeups %lu, blocks %lu, warm pages %lu)",
+	CHECKF(ready, "woken, it prepared warm blocks (wakeups %lu, blocks %lu, warm pages %lu)",
 	       (unsigned long)uslub_replenish_stats.wakeups,
 	       (unsigned long)uslub_replenish_stats.blocks,
 	       (unsigned long)uslub_nodes[0].warm_free_pages);
 	struct page_desc *d = uslub_pages_alloc(0, 3, GFP_NOWAIT);
-	EXPECT(d != NULL, "a no-wait try of order 3 now succeeds");
+	CHECKF(d != NULL, "a no-wait try of order 3 now succeeds");
 	if (d)
 		uslub_pages_free(d, 3);
 
@@ -217,14 +217,14 @@ static void background(void)
 	}
 	int status = 0;
 	waitpid(pid, &status, 0);
-	EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restarted in the child: %d", status);
+	CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restarted in the child: %d", status);
 	/* Near the memory cap the replenisher leaves the rest to the callers: it does not
 	 * grow the heap for its reserve. */
 	uslub_pages_release(0, 0);
 	uslub_config.mem_limit = atomic_load(&uslub_mapped_bytes) + (6UL << 20);
 	uint64_t prepared = uslub_replenish_stats.blocks, wakeups = uslub_replenish_stats.wakeups;
 	uslub_replenish_kick();
-	EXPECT(wait_for(&uslub_replenish_stats.wakeups, wakeups), "woken near the cap");
+	CHECKF(wait_for(&uslub_replenish_stats.wakeups, wakeups), "woken near the cap");
 	/* Give it time to act: until its block count has stood still for 50 ms. */
 	for (int i = 0; i < 40; i++) {
 		uint64_t blocks = __atomic_load_n(&uslub_replenish_stats.blocks, __ATOMIC_RELAXED);
@@ -235,13 +235,13 @@ static void background(void)
 			break;
 	}
 	uslub_replenish_stop();
-	EXPECT(!uslub_replenish_running(), "stopped");
-	EXPECT(uslub_replenish_stats.blocks == prepared,
+	CHECKF(!uslub_replenish_running(), "stopped");
+	CHECKF(uslub_replenish_stats.blocks == prepared,
 	       "within 8 MiB of the cap it prepared nothing (%lu blocks)",
 	       (unsigned long)(uslub_replenish_stats.blocks - prepared));
-	EXPECT(atomic_load(&uslub_mapped_bytes) <= uslub_config.mem_limit, "within the cap");
+	CHECKF(atomic_load(&uslub_mapped_bytes) <= uslub_config.mem_limit, "within the cap");
 	void *big = uslub_malloc(4UL << 20);
-	EXPECT(big != NULL, "the room under the cap is the caller's");
+	CHECKF(big != NULL, "the room under the cap is the caller's");
 	uslub_free(big);
 	uslub_config.mem_limit = 0;
 	uslub_config.background = 0;
@@ -251,12 +251,12 @@ int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up and this thread's state */
 	cls = uslub_size_to_class(SIZE);
-	EXPECT(uslub_caches[cls].order == 3 && uslub_caches[cls].min_order == 0,
+	CHECKF(uslub_caches[cls].order == 3 && uslub_caches[cls].min_order == 0,
 	       "kmalloc-2k prefers order 3 (got %u) with minimum 0 (got %u)",
 	       uslub_caches[cls].order, uslub_caches[cls].min_order);
 	fallback_when_fragmented();
 	memory_cap();
 	background();
-	EXPECT(uslub_pages_check(0) == 0, "page allocator consistent at the end");
-	return unit_summary("test_high_order");
+	CHECKF(uslub_pages_check(0) == 0, "page allocator consistent at the end");
+	return tu_summary("test_high_order");
 }

@@ -6,7 +6,7 @@
  *   auto    the real topology is read without error. */
 #include "internal.h"
 #include "node.h"
-#include "unit.h"
+#include "test_util.h"
 #include "uslub.h"
 
 #include <pthread.h>
@@ -70,25 +70,25 @@ static void **partials_on(unsigned node, size_t size, int n)
 
 static void fake4(void)
 {
-	EXPECT(uslub_nr_nodes == 4, "four nodes, got %u", uslub_nr_nodes);
+	CHECKF(uslub_nr_nodes == 4, "four nodes, got %u", uslub_nr_nodes);
 	bool unequal = false;
 	for (unsigned i = 0; i < 4; i++) {
-		EXPECT(uslub_topo.distance[i][i] == 10, "local distance");
+		CHECKF(uslub_topo.distance[i][i] == 10, "local distance");
 		for (unsigned j = 0; j < 4; j++) {
-			EXPECT(uslub_topo.distance[i][j] == uslub_topo.distance[j][i], "symmetric");
+			CHECKF(uslub_topo.distance[i][j] == uslub_topo.distance[j][i], "symmetric");
 			if (i != j)
-				EXPECT(uslub_topo.distance[i][j] >= 20, "remote >= 20");
+				CHECKF(uslub_topo.distance[i][j] >= 20, "remote >= 20");
 			if (i != j && uslub_topo.distance[i][j] != uslub_topo.distance[0][1])
 				unequal = true;
 		}
 		for (unsigned k = 0; k + 1 < 3; k++)
-			EXPECT(uslub_topo.distance[i][uslub_topo.order[i][k]] <=
+			CHECKF(uslub_topo.distance[i][uslub_topo.order[i][k]] <=
 				   uslub_topo.distance[i][uslub_topo.order[i][k + 1]],
 			       "search order of node %u by distance", i);
 		for (unsigned k = 0; k < 3; k++)
-			EXPECT(uslub_topo.order[i][k] != i, "local node not in its search order");
+			CHECKF(uslub_topo.order[i][k] != i, "local node not in its search order");
 	}
-	EXPECT(unequal, "remote distances are not all equal");
+	CHECKF(unequal, "remote distances are not all equal");
 
 	/* A thread's objects come from its own node's regions (a class no other node has
 	 * partial slabs of, or get_any_partial would rightly take those first). */
@@ -100,7 +100,7 @@ static void fake4(void)
 		unsigned right = 0;
 		for (int i = 0; i < 64; i++)
 			right += node_of(objs[i]) == node;
-		EXPECT(right == 64, "node %u: %u of 64 objects from its regions", node, right);
+		CHECKF(right == 64, "node %u: %u of 64 objects from its regions", node, right);
 		void *big = NULL;
 		(void)big;
 		for (int i = 0; i < 64; i++)
@@ -131,9 +131,9 @@ static void fake4(void)
 	}
 	free1.n = w;
 	run_on(&free1);
-	EXPECT(c->node[0].nr_partial > before[0], "slabs went back to node 0's list: %lu -> %lu",
+	CHECKF(c->node[0].nr_partial > before[0], "slabs went back to node 0's list: %lu -> %lu",
 	       (unsigned long)before[0], (unsigned long)c->node[0].nr_partial);
-	EXPECT(c->node[1].nr_partial == before[1], "none on the freeing node's list");
+	CHECKF(c->node[1].nr_partial == before[1], "none on the freeing node's list");
 	uslub_free(objs[0]);
 	for (int i = 0; i < nk; i++)
 		uslub_free(keep[i]);
@@ -145,32 +145,32 @@ static void fake4(void)
 	struct uslub_cache *c96 = cache_of(size);
 	void **on1 = partials_on(1, size, 42 * 8);
 	void **on2 = partials_on(2, size, 42 * 8);
-	EXPECT(c96->node[0].nr_partial == 0, "node 0 has no partial kmalloc-96");
+	CHECKF(c96->node[0].nr_partial == 0, "node 0 has no partial kmalloc-96");
 	struct uslub_node *n0 = &uslub_nodes[0];
 	uint64_t calls = n0->any_partial_calls, tried = n0->any_partial_tried;
 	uint64_t remote = n0->remote_slabs;
 	void *one[1] = {0};
 	struct job take = {0, size, one, 1, -1, NULL};
 	run_on(&take);
-	EXPECT(n0->any_partial_calls == calls + 1, "one get_any_partial call");
-	EXPECT(n0->any_partial_tried == tried + 1, "node 1 (distance 20) found at the first try");
-	EXPECT(n0->remote_slabs == remote + 1, "a remote slab taken");
-	EXPECT(node_of(one[0]) == 1, "the object is node 1's (got %u)", node_of(one[0]));
+	CHECKF(n0->any_partial_calls == calls + 1, "one get_any_partial call");
+	CHECKF(n0->any_partial_tried == tried + 1, "node 1 (distance 20) found at the first try");
+	CHECKF(n0->remote_slabs == remote + 1, "a remote slab taken");
+	CHECKF(node_of(one[0]) == 1, "the object is node 1's (got %u)", node_of(one[0]));
 	/* Another class with partial slabs only on node 2: the search tries node 1 and
 	 * node 3 (distance 20, both empty) before node 2 (distance 30). */
 	uslub_free(one[0]);
 	size_t size2 = 112;
 	void **only2 = partials_on(2, size2, 36 * 8);
-	EXPECT(cache_of(size2)->node[1].nr_partial == 0 && cache_of(size2)->node[3].nr_partial == 0,
+	CHECKF(cache_of(size2)->node[1].nr_partial == 0 && cache_of(size2)->node[3].nr_partial == 0,
 	       "nodes 1 and 3 have no partial kmalloc-112");
 	calls = n0->any_partial_calls, tried = n0->any_partial_tried;
 	one[0] = NULL;
 	struct job take2 = {0, size2, one, 1, -1, NULL};
 	run_on(&take2);
-	EXPECT(node_of(one[0]) == 2, "then node 2's (got %u)", node_of(one[0]));
-	EXPECT(n0->any_partial_tried - tried == 3, "tried 1, 3, 2: %lu",
+	CHECKF(node_of(one[0]) == 2, "then node 2's (got %u)", node_of(one[0]));
+	CHECKF(n0->any_partial_tried - tried == 3, "tried 1, 3, 2: %lu",
 	       (unsigned long)(n0->any_partial_tried - tried));
-	EXPECT(n0->any_partial_tried - tried <=
+	CHECKF(n0->any_partial_tried - tried <=
 		   (uslub_nr_nodes - 1) * (n0->any_partial_calls - calls),
 	       "the local node is never tried again");
 	for (int i = 0; i < 36 * 8; i++)
@@ -187,7 +187,7 @@ static void fake4(void)
 
 static void one_node(bool noskip)
 {
-	EXPECT(uslub_nr_nodes == 1, "one node");
+	CHECKF(uslub_nr_nodes == 1, "one node");
 	uint64_t calls = uslub_nodes[0].any_partial_calls;
 	/* Drain partial lists: threads freeing each other's objects. */
 	for (int round = 0; round < 20; round++) {
@@ -202,9 +202,9 @@ static void one_node(bool noskip)
 			uslub_free(x[i]);
 	}
 	if (noskip)
-		EXPECT(uslub_nodes[0].any_partial_calls > calls, "without the fix it is entered");
+		CHECKF(uslub_nodes[0].any_partial_calls > calls, "without the fix it is entered");
 	else
-		EXPECT(uslub_nodes[0].any_partial_calls == calls, "get_any_partial never entered");
+		CHECKF(uslub_nodes[0].any_partial_calls == calls, "get_any_partial never entered");
 }
 
 int main(int argc, char **argv)
@@ -218,8 +218,8 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "noskip") == 0)
 		one_node(true);
 	else if (strcmp(mode, "auto") == 0)
-		EXPECT(uslub_nr_nodes >= 1 && uslub_topo.distance[0][0] == 10,
+		CHECKF(uslub_nr_nodes >= 1 && uslub_topo.distance[0][0] == 10,
 		       "real topology read: %u nodes", uslub_nr_nodes);
-	EXPECT(uslub_pages_check(0) == 0, "node 0 page allocator consistent");
-	return unit_summary("test_numa");
+	CHECKF(uslub_pages_check(0) == 0, "node 0 page allocator consistent");
+	return tu_summary("test_numa");
 }

@@ -1,7 +1,7 @@
 /* Settings: every variable parsed from an environ-style array, bad values reported in one
  * line naming the variable and the value used, and the program going on with it. */
 #include "options.h"
-#include "unit.h"
+#include "test_util.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -37,12 +37,12 @@ int main(void)
 {
 	char *defaults[] = {"PATH=/bin", NULL};
 	const char *msg = parse(defaults);
-	EXPECT(msg[0] == '\0', "no output for no settings: %s", msg);
-	EXPECT(uslub_config.min_order == 0 && uslub_config.max_order == 3, "order defaults");
-	EXPECT(uslub_config.min_objects == 0 && uslub_config.high_order_wait == 0, "defaults");
-	EXPECT(uslub_config.background == 0 && uslub_config.mem_limit == 0, "defaults");
-	EXPECT(uslub_config.stats == USLUB_STATS_OFF, "stats off");
-	EXPECT(uslub_config.sheaves == SHEAF_MAX, "sheaves on, %u objects", uslub_config.sheaves);
+	CHECKF(msg[0] == '\0', "no output for no settings: %s", msg);
+	CHECKF(uslub_config.min_order == 0 && uslub_config.max_order == 3, "order defaults");
+	CHECKF(uslub_config.min_objects == 0 && uslub_config.high_order_wait == 0, "defaults");
+	CHECKF(uslub_config.background == 0 && uslub_config.mem_limit == 0, "defaults");
+	CHECKF(uslub_config.stats == USLUB_STATS_OFF, "stats off");
+	CHECKF(uslub_config.sheaves == SHEAF_MAX, "sheaves on, %u objects", uslub_config.sheaves);
 
 	char *good[] = {"USLUB_MIN_ORDER=1",	"USLUB_MAX_ORDER=4",
 			"USLUB_MIN_OBJECTS=32", "USLUB_HIGH_ORDER=wait",
@@ -50,23 +50,23 @@ int main(void)
 			"USLUB_STATS=json",	"USLUB_STATS_FILE=/tmp/x.%p",
 			"USLUB_SHEAVES=0",	NULL};
 	msg = parse(good);
-	EXPECT(msg[0] == '\0', "no output for good settings: %s", msg);
-	EXPECT(uslub_config.min_order == 1 && uslub_config.max_order == 4, "orders");
-	EXPECT(uslub_config.min_objects == 32, "min objects");
-	EXPECT(uslub_config.high_order_wait == 1 && uslub_config.background == 1, "modes");
-	EXPECT(uslub_config.mem_limit == 512ULL << 20, "limit %lu",
+	CHECKF(msg[0] == '\0', "no output for good settings: %s", msg);
+	CHECKF(uslub_config.min_order == 1 && uslub_config.max_order == 4, "orders");
+	CHECKF(uslub_config.min_objects == 32, "min objects");
+	CHECKF(uslub_config.high_order_wait == 1 && uslub_config.background == 1, "modes");
+	CHECKF(uslub_config.mem_limit == 512ULL << 20, "limit %lu",
 	       (unsigned long)uslub_config.mem_limit);
-	EXPECT(uslub_config.stats == USLUB_STATS_JSON, "json");
-	EXPECT(strcmp(uslub_config.stats_file, "/tmp/x.%p") == 0, "file");
-	EXPECT(uslub_config.sheaves == 0, "sheaves off");
+	CHECKF(uslub_config.stats == USLUB_STATS_JSON, "json");
+	CHECKF(strcmp(uslub_config.stats_file, "/tmp/x.%p") == 0, "file");
+	CHECKF(uslub_config.sheaves == 0, "sheaves off");
 
 	char *sizes[] = {"USLUB_MEM_LIMIT=3g", "USLUB_STATS=text", NULL};
 	parse(sizes);
-	EXPECT(uslub_config.mem_limit == 3ULL << 30, "3g");
-	EXPECT(uslub_config.stats == USLUB_STATS_TEXT, "text");
+	CHECKF(uslub_config.mem_limit == 3ULL << 30, "3g");
+	CHECKF(uslub_config.stats == USLUB_STATS_TEXT, "text");
 	char *bytes[] = {"USLUB_MEM_LIMIT=4096", "USLUB_STATS=1", NULL};
 	parse(bytes);
-	EXPECT(uslub_config.mem_limit == 4096 && uslub_config.stats == USLUB_STATS_TEXT, "1");
+	CHECKF(uslub_config.mem_limit == 4096 && uslub_config.stats == USLUB_STATS_TEXT, "1");
 
 	/* Each bad value: one line naming the variable, and the default in force. */
 	static const struct {
@@ -88,32 +88,32 @@ int main(void)
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *env[] = {(char *)bad[i].setting, NULL};
 		msg = parse(env);
-		EXPECT(lines(msg) == 1, "%s: %u lines: %s", bad[i].setting, lines(msg), msg);
-		EXPECT(strstr(msg, bad[i].name) != NULL, "%s: message names it: %s", bad[i].setting,
+		CHECKF(lines(msg) == 1, "%s: %u lines: %s", bad[i].setting, lines(msg), msg);
+		CHECKF(strstr(msg, bad[i].name) != NULL, "%s: message names it: %s", bad[i].setting,
 		       msg);
 	}
 	char *env1[] = {"USLUB_MAX_ORDER=11", NULL};
 	parse(env1);
-	EXPECT(uslub_config.max_order == 3, "bad max order keeps default 3");
+	CHECKF(uslub_config.max_order == 3, "bad max order keeps default 3");
 	char *env_sheaves[] = {"USLUB_SHEAVES=29", NULL};
 	parse(env_sheaves);
-	EXPECT(uslub_config.sheaves == SHEAF_MAX, "bad sheaf capacity keeps the default");
+	CHECKF(uslub_config.sheaves == SHEAF_MAX, "bad sheaf capacity keeps the default");
 	char *env2[] = {"USLUB_HIGH_ORDER=sometimes", NULL};
 	parse(env2);
-	EXPECT(uslub_config.high_order_wait == 0, "bad mode keeps nowait");
+	CHECKF(uslub_config.high_order_wait == 0, "bad mode keeps nowait");
 	char *env3[] = {"USLUB_MEM_LIMIT=12Q", NULL};
 	parse(env3);
-	EXPECT(uslub_config.mem_limit == 0, "bad limit keeps none");
+	CHECKF(uslub_config.mem_limit == 0, "bad limit keeps none");
 
 	/* min order above max order raises max order, as slub_min_order does. */
 	char *env4[] = {"USLUB_MIN_ORDER=5", "USLUB_MAX_ORDER=2", NULL};
 	msg = parse(env4);
-	EXPECT(uslub_config.min_order == 5 && uslub_config.max_order == 5, "max raised to %u",
+	CHECKF(uslub_config.min_order == 5 && uslub_config.max_order == 5, "max raised to %u",
 	       uslub_config.max_order);
-	EXPECT(lines(msg) == 1 && strstr(msg, "USLUB_MIN_ORDER"), "one line: %s", msg);
+	CHECKF(lines(msg) == 1 && strstr(msg, "USLUB_MIN_ORDER"), "one line: %s", msg);
 	/* A longer name that starts like a known one is not taken for it. */
 	char *env5[] = {"USLUB_MAX_ORDERS=7", NULL};
 	msg = parse(env5);
-	EXPECT(uslub_config.max_order == 3 && msg[0] == '\0', "USLUB_MAX_ORDERS ignored");
-	return unit_summary("test_options");
+	CHECKF(uslub_config.max_order == 3 && msg[0] == '\0', "USLUB_MAX_ORDERS ignored");
+	return tu_summary("test_options");
 }

@@ -4,7 +4,7 @@
  * claiming a range takes just those pages, and released memory reads back as zero. */
 #include "internal.h"
 #include "os.h"
-#include "unit.h"
+#include "test_util.h"
 #include "uslub.h"
 
 #include <errno.h>
@@ -27,17 +27,17 @@ static void split_and_coalesce(void)
 {
 	/* Enough free memory that a fresh max-order block is split below. */
 	struct page_desc *hold = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
-	EXPECT(hold != NULL, "max-order block");
+	CHECKF(hold != NULL, "max-order block");
 	take_snapshot();
 	uint64_t free_before = uslub_nodes[0].free_pages;
 	struct page_desc *d = uslub_pages_alloc(0, 0, 0);
-	EXPECT(d != NULL, "order-0 page");
-	EXPECT(uslub_nodes[0].free_pages == free_before - 1, "one page fewer free");
-	EXPECT(uslub_pages_check(0) == 0, "invariants after split: %d", uslub_pages_check(0));
+	CHECKF(d != NULL, "order-0 page");
+	CHECKF(uslub_nodes[0].free_pages == free_before - 1, "one page fewer free");
+	CHECKF(uslub_pages_check(0) == 0, "invariants after split: %d", uslub_pages_check(0));
 	uslub_pages_free(d, 0);
-	EXPECT(uslub_pages_check(0) == 0, "invariants after free: %d", uslub_pages_check(0));
-	EXPECT(same_as_snapshot(), "free lists restored by coalescing");
-	EXPECT(uslub_nodes[0].free_pages == free_before, "free page count restored");
+	CHECKF(uslub_pages_check(0) == 0, "invariants after free: %d", uslub_pages_check(0));
+	CHECKF(same_as_snapshot(), "free lists restored by coalescing");
+	CHECKF(uslub_nodes[0].free_pages == free_before, "free page count restored");
 	uslub_pages_free(hold, USLUB_MAX_ORDER);
 }
 
@@ -52,9 +52,9 @@ static void random_orders(void)
 	for (int i = 0; i < N; i++) {
 		orders[i] = (unsigned)(rand() % 6);
 		blocks[i] = uslub_pages_alloc(0, orders[i], 0);
-		EXPECT(blocks[i] != NULL, "block %d", i);
+		CHECKF(blocks[i] != NULL, "block %d", i);
 		uintptr_t idx = ((uintptr_t)blocks[i] & REGION_MASK) >> DESC_SHIFT;
-		EXPECT((idx & ((1UL << orders[i]) - 1)) == 0, "block %d of order %u misaligned", i,
+		CHECKF((idx & ((1UL << orders[i]) - 1)) == 0, "block %d of order %u misaligned", i,
 		       orders[i]);
 		/* The memory is usable. */
 		memset(page_address(blocks[i]), 0xa5, USLUB_PAGE_SIZE << orders[i]);
@@ -65,7 +65,7 @@ static void random_orders(void)
 			if (i == j)
 				continue;
 			char *a = page_address(blocks[i]), *b = page_address(blocks[j]);
-			EXPECT(a + (USLUB_PAGE_SIZE << orders[i]) <= b ||
+			CHECKF(a + (USLUB_PAGE_SIZE << orders[i]) <= b ||
 				   b + (USLUB_PAGE_SIZE << orders[j]) <= a,
 			       "blocks %d and %d overlap", i, j);
 		}
@@ -79,34 +79,34 @@ static void random_orders(void)
 	for (int i = 0; i < N; i++) {
 		uslub_pages_free(blocks[i], orders[i]);
 		if (i % 500 == 0)
-			EXPECT(uslub_pages_check(0) == 0, "invariants at %d: %d", i,
+			CHECKF(uslub_pages_check(0) == 0, "invariants at %d: %d", i,
 			       uslub_pages_check(0));
 	}
-	EXPECT(uslub_pages_check(0) == 0, "invariants at the end");
-	EXPECT(uslub_nodes[0].free_pages >= free_before, "all pages back");
+	CHECKF(uslub_pages_check(0) == 0, "invariants at the end");
+	CHECKF(uslub_nodes[0].free_pages >= free_before, "all pages back");
 }
 
 static void free_range_and_claim(void)
 {
 	struct page_desc *d = uslub_pages_alloc(0, 4, 0);
-	EXPECT(d != NULL, "order-4 block");
+	CHECKF(d != NULL, "order-4 block");
 	/* Keep 5 pages, give 11 back: they become blocks of order 0, 1 and 3. */
 	uslub_pages_free_range(d + 5, 11);
-	EXPECT(uslub_pages_check(0) == 0, "after partial free");
-	EXPECT(d[5].kind == PAGE_FREE && d[5].order == 0, "page 5 free alone");
-	EXPECT(d[6].kind == PAGE_FREE && d[6].order == 1, "pages 6-7 free as order 1");
-	EXPECT(d[8].kind == PAGE_FREE && d[8].order == 3, "pages 8-15 free as order 3");
+	CHECKF(uslub_pages_check(0) == 0, "after partial free");
+	CHECKF(d[5].kind == PAGE_FREE && d[5].order == 0, "page 5 free alone");
+	CHECKF(d[6].kind == PAGE_FREE && d[6].order == 1, "pages 6-7 free as order 1");
+	CHECKF(d[8].kind == PAGE_FREE && d[8].order == 3, "pages 8-15 free as order 3");
 	/* Claim 5..9 back (as realloc growing in place does); 10..15 stay free. */
-	EXPECT(uslub_pages_claim(d + 5, 5) == 0, "claim of free pages");
-	EXPECT(d[5].kind != PAGE_FREE && d[8].kind != PAGE_FREE, "claimed pages taken");
-	EXPECT(d[10].kind == PAGE_FREE, "page 10 still free");
-	EXPECT(uslub_pages_check(0) == 0, "after claim");
+	CHECKF(uslub_pages_claim(d + 5, 5) == 0, "claim of free pages");
+	CHECKF(d[5].kind != PAGE_FREE && d[8].kind != PAGE_FREE, "claimed pages taken");
+	CHECKF(d[10].kind == PAGE_FREE, "page 10 still free");
+	CHECKF(uslub_pages_check(0) == 0, "after claim");
 	/* A range that is not all free cannot be claimed, and nothing changes. */
 	take_snapshot();
-	EXPECT(uslub_pages_claim(d + 9, 3) != 0, "claim over a used page");
-	EXPECT(same_as_snapshot(), "a failed claim leaves the lists alone");
+	CHECKF(uslub_pages_claim(d + 9, 3) != 0, "claim over a used page");
+	CHECKF(same_as_snapshot(), "a failed claim leaves the lists alone");
 	uslub_pages_free_range(d, 10);
-	EXPECT(uslub_pages_check(0) == 0, "after freeing all");
+	CHECKF(uslub_pages_check(0) == 0, "after freeing all");
 }
 
 /* A large block that no free block of its order holds is made of neighbouring smaller
@@ -126,29 +126,29 @@ static void large_runs(void)
 		while (nhog < MAXHOG && (d = uslub_pages_alloc(z, (unsigned)o, GFP_NOGROW)))
 			hog[nhog++] = d;
 	}
-	EXPECT(nhog > 0 && nhog < MAXHOG, "%u blocks of order >= 3 held", nhog);
+	CHECKF(nhog > 0 && nhog < MAXHOG, "%u blocks of order >= 3 held", nhog);
 	struct page_desc *d = hog[--nhog];
 	unsigned order = d->order;
 	/* Free 6 of its pages: they become blocks of order 2 and 1 next to each other, with
 	 * the rest of it still held. */
 	uslub_pages_free_range(d, 6);
-	EXPECT(d[0].kind == PAGE_FREE && d[0].order == 2 && d[4].kind == PAGE_FREE &&
+	CHECKF(d[0].kind == PAGE_FREE && d[0].order == 2 && d[4].kind == PAGE_FREE &&
 		   d[4].order == 1,
 	       "pages 0-3 and 4-5 free as blocks of order 2 and 1");
 	uint64_t grows = n->grows, runs = n->runs;
 	struct page_desc *r = uslub_pages_alloc_run(z, 6);
-	EXPECT(r != NULL, "6 pages from smaller neighbouring blocks");
-	EXPECT(n->grows == grows, "the zone did not grow");
-	EXPECT(n->runs == runs + 1, "large_runs counted");
-	EXPECT(uslub_pages_check(z) == 0, "zone consistent after the run");
+	CHECKF(r != NULL, "6 pages from smaller neighbouring blocks");
+	CHECKF(n->grows == grows, "the zone did not grow");
+	CHECKF(n->runs == runs + 1, "large_runs counted");
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent after the run");
 	if (r)
 		for (unsigned i = 0; i < 6; i++)
-			EXPECT(r[i].kind != PAGE_FREE, "page %u of the run taken", i);
+			CHECKF(r[i].kind != PAGE_FREE, "page %u of the run taken", i);
 	/* With a block of the order at hand, that block serves, cut to size. */
 	uslub_pages_free_range(hog[--nhog], 1UL << order);
 	struct page_desc *b = uslub_pages_alloc_run(z, 6);
-	EXPECT(b != NULL && n->runs == runs + 1, "a whole block, not a run");
-	EXPECT(uslub_pages_check(z) == 0, "zone consistent after the cut");
+	CHECKF(b != NULL && n->runs == runs + 1, "a whole block, not a run");
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent after the cut");
 	if (b)
 		uslub_pages_free_range(b, 6);
 	if (r)
@@ -158,31 +158,31 @@ static void large_runs(void)
 		struct page_desc *h = hog[--nhog];
 		uslub_pages_free_range(h, 1UL << h->order);
 	}
-	EXPECT(uslub_pages_check(z) == 0, "zone consistent with everything back");
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent with everything back");
 }
 
 static void release_to_os(void)
 {
 	struct page_desc *d = uslub_pages_alloc(0, 8, 0);
-	EXPECT(d != NULL, "order-8 block");
+	CHECKF(d != NULL, "order-8 block");
 	char *p = page_address(d);
 	memset(p, 0x5a, USLUB_PAGE_SIZE << 8);
 	uint64_t mapped = atomic_load(&uslub_mapped_bytes);
 	uslub_pages_free(d, 8);
 	size_t released = uslub_pages_release(0, 0);
-	EXPECT(released >= (USLUB_PAGE_SIZE << 8), "released %zu bytes", released);
-	EXPECT(atomic_load(&uslub_mapped_bytes) <= mapped - (USLUB_PAGE_SIZE << 8),
+	CHECKF(released >= (USLUB_PAGE_SIZE << 8), "released %zu bytes", released);
+	CHECKF(atomic_load(&uslub_mapped_bytes) <= mapped - (USLUB_PAGE_SIZE << 8),
 	       "mapped figure drops by what was released");
-	EXPECT(uslub_nodes[0].warm_free_pages == 0, "no warm free page left");
-	EXPECT(uslub_pages_check(0) == 0, "after release");
+	CHECKF(uslub_nodes[0].warm_free_pages == 0, "no warm free page left");
+	CHECKF(uslub_pages_check(0) == 0, "after release");
 	struct page_desc *again = uslub_pages_alloc(0, 8, 0);
-	EXPECT(again != NULL, "allocation after release");
-	EXPECT(again->flags & PF_COLD, "a released block comes back cold");
+	CHECKF(again != NULL, "allocation after release");
+	CHECKF(again->flags & PF_COLD, "a released block comes back cold");
 	char *q = page_address(again);
 	size_t nonzero = 0;
 	for (size_t i = 0; i < (USLUB_PAGE_SIZE << 8); i++)
 		nonzero += q[i] != 0;
-	EXPECT(nonzero == 0, "released memory reads as zero (%zu bytes were not)", nonzero);
+	CHECKF(nonzero == 0, "released memory reads as zero (%zu bytes were not)", nonzero);
 	uslub_pages_free(again, 8);
 }
 
@@ -215,10 +215,10 @@ static void os_failure(void)
 	errno = 0;
 	struct page_desc *d = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
 	uslub_os_fail(0, 0);
-	EXPECT(d == NULL && errno == ENOMEM, "OS failure gives ENOMEM");
-	EXPECT(uslub_pages_check(0) == 0, "after the failure");
+	CHECKF(d == NULL && errno == ENOMEM, "OS failure gives ENOMEM");
+	CHECKF(uslub_pages_check(0) == 0, "after the failure");
 	d = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
-	EXPECT(d != NULL, "allocation works again");
+	CHECKF(d != NULL, "allocation works again");
 	if (d)
 		uslub_pages_free(d, USLUB_MAX_ORDER);
 	r->grown = keep;
@@ -227,18 +227,18 @@ static void os_failure(void)
 		uslub_pages_free(held[n], order_of[n]);
 	}
 	(void)zone_of;
-	EXPECT(uslub_pages_check(0) == 0, "at the end");
+	CHECKF(uslub_pages_check(0) == 0, "at the end");
 }
 
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up */
-	EXPECT(uslub_pages_check(0) == 0, "invariants at start");
+	CHECKF(uslub_pages_check(0) == 0, "invariants at start");
 	split_and_coalesce();
 	random_orders();
 	free_range_and_claim();
 	large_runs();
 	release_to_os();
 	os_failure();
-	return unit_summary("test_page_alloc");
+	return tu_summary("test_page_alloc");
 }

@@ -9,7 +9,7 @@
  * sheaf flushed back by malloc_trim and by thread exit, each object counted once. */
 #include "check.h"
 #include "internal.h"
-#include "unit.h"
+#include "test_util.h"
 #include "uslub.h"
 
 #include <pthread.h>
@@ -87,33 +87,33 @@ static void current_and_full(void)
 {
 	void *p = uslub_malloc(SIZE);
 	struct page_desc *s = slab_of(p);
-	EXPECT(s->kind == PAGE_SLAB && s->cls == cls, "a slab of kmalloc-64");
-	EXPECT(s->owner == uslub_tls_thread && frozen(s), "current slab frozen for this thread");
-	EXPECT(my_cpu()->slab == s, "it is the thread's current slab");
-	EXPECT(uslub_slab_object_start(s, (char *)p + 8) == p, "interior pointer maps to start");
+	CHECKF(s->kind == PAGE_SLAB && s->cls == cls, "a slab of kmalloc-64");
+	CHECKF(s->owner == uslub_tls_thread && frozen(s), "current slab frozen for this thread");
+	CHECKF(my_cpu()->slab == s, "it is the thread's current slab");
+	CHECKF(uslub_slab_object_start(s, (char *)p + 8) == p, "interior pointer maps to start");
 	uslub_free(p);
 
 	struct page_desc *full;
 	unsigned n;
 	void **objs = fill_current_slab(&full, &n);
-	EXPECT(n >= 1 && full->objects >= n, "filled %u objects", n);
-	EXPECT(my_cpu()->slab != full, "a new current slab");
-	EXPECT(!frozen(full) && full->owner == NULL, "full slab unfrozen and unowned");
-	EXPECT(w_inuse(atomic_load(&full->word)) == full->objects, "all objects in use");
-	EXPECT(w_head(atomic_load(&full->word)) == 0, "no free object");
-	EXPECT(!(full->flags & PF_ON_PARTIAL), "a full slab is on no list");
+	CHECKF(n >= 1 && full->objects >= n, "filled %u objects", n);
+	CHECKF(my_cpu()->slab != full, "a new current slab");
+	CHECKF(!frozen(full) && full->owner == NULL, "full slab unfrozen and unowned");
+	CHECKF(w_inuse(atomic_load(&full->word)) == full->objects, "all objects in use");
+	CHECKF(w_head(atomic_load(&full->word)) == 0, "no free object");
+	CHECKF(!(full->flags & PF_ON_PARTIAL), "a full slab is on no list");
 
 	/* A free into the full slab freezes it for this thread (put_cpu_partial). */
 	uint64_t cpf = stat_of(USLUB_STAT_CPU_PARTIAL_FREE);
 	uslub_free(objs[0]);
-	EXPECT(frozen(full) && full->owner == uslub_tls_thread, "refrozen for the freeing thread");
-	EXPECT(on_thread_partial(full), "on the thread partial list");
-	EXPECT(stat_of(USLUB_STAT_CPU_PARTIAL_FREE) == cpf + 1, "cpu_partial_free counted");
+	CHECKF(frozen(full) && full->owner == uslub_tls_thread, "refrozen for the freeing thread");
+	CHECKF(on_thread_partial(full), "on the thread partial list");
+	CHECKF(stat_of(USLUB_STAT_CPU_PARTIAL_FREE) == cpf + 1, "cpu_partial_free counted");
 	/* The next free into it is local: no atomic, on the slab's local list. */
 	uint64_t ff = stat_of(USLUB_STAT_FREE_FASTPATH);
 	uslub_free(objs[1]);
-	EXPECT(full->local_free == objs[1], "pushed on the local list");
-	EXPECT(stat_of(USLUB_STAT_FREE_FASTPATH) == ff + 1, "free_fastpath counted");
+	CHECKF(full->local_free == objs[1], "pushed on the local list");
+	CHECKF(stat_of(USLUB_STAT_FREE_FASTPATH) == ff + 1, "free_fastpath counted");
 	for (unsigned i = 2; i < n; i++)
 		uslub_free(objs[i]);
 	free(objs);
@@ -123,14 +123,14 @@ static void remote_frees(void)
 {
 	void *a = uslub_malloc(SIZE), *b = uslub_malloc(SIZE);
 	struct page_desc *s = slab_of(a);
-	EXPECT(slab_of(b) == s, "same slab");
+	CHECKF(slab_of(b) == s, "same slab");
 	uint32_t inuse = w_inuse(atomic_load(&s->word));
 	free_from_other_thread(a);
 	uint64_t w = atomic_load(&s->word);
-	EXPECT(w & W_FROZEN, "still frozen");
-	EXPECT(decode(w_head(w), page_address(s)) == a, "object on the remote list");
-	EXPECT(w_inuse(w) == inuse - 1, "inuse dropped by one");
-	EXPECT(s->owner == uslub_tls_thread, "still ours");
+	CHECKF(w & W_FROZEN, "still frozen");
+	CHECKF(decode(w_head(w), page_address(s)) == a, "object on the remote list");
+	CHECKF(w_inuse(w) == inuse - 1, "inuse dropped by one");
+	CHECKF(s->owner == uslub_tls_thread, "still ours");
 	uslub_free(b);
 }
 
@@ -146,15 +146,15 @@ static void partial_bound_and_discard(void)
 	uint64_t drains = stat_of(USLUB_STAT_CPU_PARTIAL_DRAIN);
 	for (int i = 0; i < SLABS; i++) {
 		uslub_free(objs[i][0]);
-		EXPECT(my_cpu()->nr_partial <= cache->cpu_partial_slabs, "partial list %u > %u",
+		CHECKF(my_cpu()->nr_partial <= cache->cpu_partial_slabs, "partial list %u > %u",
 		       my_cpu()->nr_partial, cache->cpu_partial_slabs);
 	}
-	EXPECT(stat_of(USLUB_STAT_CPU_PARTIAL_DRAIN) > drains, "the partial list was drained");
+	CHECKF(stat_of(USLUB_STAT_CPU_PARTIAL_DRAIN) > drains, "the partial list was drained");
 	unsigned on_node = 0;
 	for (int i = 0; i < SLABS; i++)
 		on_node += (slabs[i]->flags & PF_ON_PARTIAL) && !frozen(slabs[i]);
-	EXPECT(on_node > 0, "drained slabs sit on the node partial list");
-	EXPECT(cache->node[0].nr_partial >= on_node, "node count covers them");
+	CHECKF(on_node > 0, "drained slabs sit on the node partial list");
+	CHECKF(cache->node[0].nr_partial >= on_node, "node count covers them");
 
 	/* Empty them from another thread: unfrozen slabs go back to the page allocator
 	 * once the node keeps min_partial. */
@@ -164,9 +164,9 @@ static void partial_bound_and_discard(void)
 			free_from_other_thread(objs[i][k]);
 		free(objs[i]);
 	}
-	EXPECT(atomic_load(&cache->nr_slabs) < slabs_before, "empty slabs discarded: %lu -> %lu",
+	CHECKF(atomic_load(&cache->nr_slabs) < slabs_before, "empty slabs discarded: %lu -> %lu",
 	       (unsigned long)slabs_before, (unsigned long)atomic_load(&cache->nr_slabs));
-	EXPECT(cache->node[0].nr_partial >= cache->min_partial ||
+	CHECKF(cache->node[0].nr_partial >= cache->min_partial ||
 		   cache->node[0].nr_partial <= (uint64_t)SLABS,
 	       "node keeps its partials");
 }
@@ -197,9 +197,9 @@ static void thread_exit_flush(void)
 	for (int i = 1; i < 2000; i += 2) {
 		struct page_desc *s = slab_of(h->objs[i]);
 		held += s->owner == h->self;
-		EXPECT(s->kind == PAGE_SLAB, "object's slab still a slab");
+		CHECKF(s->kind == PAGE_SLAB, "object's slab still a slab");
 	}
-	EXPECT(held == 0, "%u slabs still name the exited thread", held);
+	CHECKF(held == 0, "%u slabs still name the exited thread", held);
 	for (int i = 1; i < 2000; i += 2)
 		uslub_free(h->objs[i]);
 	free(h);
@@ -248,7 +248,7 @@ static uint64_t live_checked(void)
 {
 	struct uslub_check c;
 	uint64_t errors = uslub_check_heap(&c, -1);
-	EXPECT(errors == 0, "heap walk: %lu inconsistencies", (unsigned long)errors);
+	CHECKF(errors == 0, "heap walk: %lu inconsistencies", (unsigned long)errors);
 	return c.live_objects;
 }
 
@@ -258,7 +258,7 @@ static void free_into_thread_sheaf(void *arg)
 	uslub_free(uslub_malloc(16)); /* a thread gets its state, and sheaves, on a malloc */
 	for (unsigned i = 0; i < b->n; i++)
 		uslub_free(b->objs[i]);
-	EXPECT(uslub_tls_thread->cpu[uslub_size_to_class(b->size)].sheaf_count > 0,
+	CHECKF(uslub_tls_thread->cpu[uslub_size_to_class(b->size)].sheaf_count > 0,
 	       "the exiting thread's sheaf holds objects");
 }
 
@@ -280,8 +280,8 @@ static void sheaves(void)
 	}
 	struct cache_cpu *cc = &uslub_tls_thread->cpu[k];
 	unsigned cap = cc->sheaf_cap;
-	EXPECT(cap > 0 && cap <= SHEAF_MAX, "kmalloc-192 sheaf capacity %u", cap);
-	EXPECT(cc->freelist == NULL && cc->sheaf_count == 0, "nothing cached for kmalloc-192");
+	CHECKF(cap > 0 && cap <= SHEAF_MAX, "kmalloc-192 sheaf capacity %u", cap);
+	CHECKF(cc->freelist == NULL && cc->sheaf_count == 0, "nothing cached for kmalloc-192");
 
 	/* One object from each of cap + 5 slabs, which no thread holds: the free fast path
 	 * sends two objects of one page in a row to the slab, not to the sheaf. */
@@ -291,7 +291,7 @@ static void sheaves(void)
 	for (unsigned i = 0; i < b->n && npick < cap + 5; i++)
 		if (!npick || slab_of(b->objs[i]) != slab_of(pick[npick - 1]))
 			pick[npick++] = b->objs[i];
-	EXPECT(npick == cap + 5, "%u objects from different slabs", npick);
+	CHECKF(npick == cap + 5, "%u objects from different slabs", npick);
 	uint64_t live0 = live_checked();
 	struct page_desc *s0 = slab_of(pick[0]);
 	uint32_t inuse0 = w_inuse(atomic_load(&s0->word));
@@ -299,27 +299,27 @@ static void sheaves(void)
 	uint64_t fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
 	for (unsigned i = 0; i < npick; i++)
 		uslub_free(pick[i]);
-	EXPECT(cc->sheaf_count == cap, "sheaf filled to its capacity (%u of %u)", cc->sheaf_count,
+	CHECKF(cc->sheaf_count == cap, "sheaf filled to its capacity (%u of %u)", cc->sheaf_count,
 	       cap);
-	EXPECT(cc->sheaf[cap - 1] == pick[cap - 1], "in the order freed");
-	EXPECT(w_inuse(atomic_load(&s0->word)) == inuse0 && s0->owner == NULL,
+	CHECKF(cc->sheaf[cap - 1] == pick[cap - 1], "in the order freed");
+	CHECKF(w_inuse(atomic_load(&s0->word)) == inuse0 && s0->owner == NULL,
 	       "a sheaf free leaves its slab alone");
-	EXPECT(cc->stat[USLUB_STAT_FREE_SHEAF] == fs + cap, "free_sheaf counted %u",
+	CHECKF(cc->stat[USLUB_STAT_FREE_SHEAF] == fs + cap, "free_sheaf counted %u",
 	       (unsigned)(cc->stat[USLUB_STAT_FREE_SHEAF] - fs));
-	EXPECT(cc->stat[USLUB_STAT_FREE_FASTPATH] == ff + cap, "sheaf frees are fast-path frees");
-	EXPECT(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl + 5, "the overflow went to the slabs");
-	EXPECT(live_checked() == live0 - cap - 5, "sheaf objects are not live");
+	CHECKF(cc->stat[USLUB_STAT_FREE_FASTPATH] == ff + cap, "sheaf frees are fast-path frees");
+	CHECKF(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl + 5, "the overflow went to the slabs");
+	CHECKF(live_checked() == live0 - cap - 5, "sheaf objects are not live");
 
 	/* Last in, first out, before any slab is looked at. */
 	uint64_t as = cc->stat[USLUB_STAT_ALLOC_SHEAF], af = cc->stat[USLUB_STAT_ALLOC_FASTPATH];
 	void *p = uslub_malloc(size);
-	EXPECT(p == pick[cap - 1], "the last object freed comes back first");
-	EXPECT(cc->stat[USLUB_STAT_ALLOC_SHEAF] == as + 1 &&
+	CHECKF(p == pick[cap - 1], "the last object freed comes back first");
+	CHECKF(cc->stat[USLUB_STAT_ALLOC_SHEAF] == as + 1 &&
 		   cc->stat[USLUB_STAT_ALLOC_FASTPATH] == af + 1,
 	       "alloc_sheaf and alloc_fastpath counted");
-	EXPECT(cc->slab == NULL, "no slab taken for it");
+	CHECKF(cc->slab == NULL, "no slab taken for it");
 	uslub_free(p);
-	EXPECT(cc->sheaf_count == cap && cc->sheaf[cap - 1] == p, "freed back into the sheaf");
+	CHECKF(cc->sheaf_count == cap && cc->sheaf[cap - 1] == p, "freed back into the sheaf");
 
 	/* malloc_trim sends the sheaf back; the frees are not counted twice. */
 	uint64_t flush = cc->stat[USLUB_STAT_SHEAF_FLUSH];
@@ -329,12 +329,12 @@ static void sheaves(void)
 	uslub_get_totals(&tot);
 	in_use = tot.in_use;
 	uslub_malloc_trim(0);
-	EXPECT(cc->sheaf_count == 0, "malloc_trim emptied the sheaf");
-	EXPECT(cc->stat[USLUB_STAT_SHEAF_FLUSH] == flush + cap, "sheaf_flush counted");
-	EXPECT(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl, "flushed objects not counted as frees");
+	CHECKF(cc->sheaf_count == 0, "malloc_trim emptied the sheaf");
+	CHECKF(cc->stat[USLUB_STAT_SHEAF_FLUSH] == flush + cap, "sheaf_flush counted");
+	CHECKF(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl, "flushed objects not counted as frees");
 	uslub_get_totals(&tot);
-	EXPECT(tot.in_use == in_use, "in_use unchanged by the flush");
-	EXPECT(live_checked() == live0 - cap - 5, "flushed objects are free in their slabs");
+	CHECKF(tot.in_use == in_use, "in_use unchanged by the flush");
+	CHECKF(live_checked() == live0 - cap - 5, "flushed objects are free in their slabs");
 
 	/* Two objects of one page in a row: the first waits in the sheaf, the second finds
 	 * its slab full and freezes it for this thread (put_cpu_partial), and the slab takes
@@ -347,18 +347,18 @@ static void sheaves(void)
 		    w_inuse(atomic_load(&sx->word)) == sx->objects)
 			x = b->objs[i - 1], y = b->objs[i];
 	}
-	EXPECT(x != NULL, "two objects of one page in a full slab");
+	CHECKF(x != NULL, "two objects of one page in a full slab");
 	if (x) {
 		struct page_desc *sx = slab_of(x);
 		flush = cc->stat[USLUB_STAT_SHEAF_FLUSH];
 		uslub_free(x);
-		EXPECT(cc->sheaf_count == 1 && cc->sheaf[0] == x, "the first went into the sheaf");
+		CHECKF(cc->sheaf_count == 1 && cc->sheaf[0] == x, "the first went into the sheaf");
 		uslub_free(y);
-		EXPECT(cc->sheaf_count == 0, "the second took the first back out");
-		EXPECT(sx->owner == uslub_tls_thread && frozen(sx), "the slab is frozen for us");
-		EXPECT(sx->local_free == x && sx->local_count == 1, "x on its local list");
-		EXPECT(cc->stat[USLUB_STAT_SHEAF_FLUSH] == flush + 1, "sheaf_flush counted");
-		EXPECT(live_checked() == live0 - cap - 7, "both are free");
+		CHECKF(cc->sheaf_count == 0, "the second took the first back out");
+		CHECKF(sx->owner == uslub_tls_thread && frozen(sx), "the slab is frozen for us");
+		CHECKF(sx->local_free == x && sx->local_count == 1, "x on its local list");
+		CHECKF(cc->stat[USLUB_STAT_SHEAF_FLUSH] == flush + 1, "sheaf_flush counted");
+		CHECKF(live_checked() == live0 - cap - 7, "both are free");
 	}
 	for (unsigned i = 0; i < b->n; i++) {
 		bool freed = b->objs[i] == x || b->objs[i] == y;
@@ -375,9 +375,9 @@ static void sheaves(void)
 	pthread_t t;
 	pthread_create(&t, NULL, free_and_exit, b);
 	pthread_join(t, NULL);
-	EXPECT(live_checked() == live0 - 8, "an exited thread's sheaf objects are free");
+	CHECKF(live_checked() == live0 - 8, "an exited thread's sheaf objects are free");
 	for (unsigned i = 0; i < 8; i++)
-		EXPECT(slab_of(b->objs[i])->owner == NULL, "no slab names the exited thread");
+		CHECKF(slab_of(b->objs[i])->owner == NULL, "no slab names the exited thread");
 	free(b);
 
 	/* A large block is not a slab object, whatever class its descriptor once had. */
@@ -387,7 +387,7 @@ static void sheaves(void)
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		for (unsigned j = 0; j < uslub_tls_thread->cpu[i].sheaf_count; j++)
 			found += uslub_tls_thread->cpu[i].sheaf[j] == big;
-	EXPECT(found == 0, "a large block never enters a sheaf");
+	CHECKF(found == 0, "a large block never enters a sheaf");
 }
 
 int main(void)
@@ -404,6 +404,6 @@ int main(void)
 	thread_exit_flush();
 	set_sheaves(true);
 	sheaves();
-	EXPECT(uslub_pages_check(0) == 0, "page allocator consistent at the end");
-	return unit_summary("test_slab");
+	CHECKF(uslub_pages_check(0) == 0, "page allocator consistent at the end");
+	return tu_summary("test_slab");
 }

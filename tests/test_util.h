@@ -1,4 +1,4 @@
-/* test_util.h: what the API, stress, fork, churn and bad-input tests share.
+/* test_util.h: what every test in C shares (unit, API, stress, fork, churn, bad input...).
  *
  * - CHECK / CHECKF / CHECK_EQ count every assertion; a failure prints file:line, the
  *   condition and the values, and the test exits non-zero at the end (tu_summary).
