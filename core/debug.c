@@ -21,8 +21,6 @@
 #define STATE_ALLOC 0xa110ca7eda110ca7ULL
 #define STATE_FREE  0xf7eedf7eedf7eed0ULL
 
-#define DBG_ALL_LETTERS (DBG_CHECK | DBG_REDZONE | DBG_POISON | DBG_TRACK)
-
 /* A report about an object whose request is not known (a free one, a broken state). */
 #define REQ_UNKNOWN SIZE_MAX
 
@@ -34,30 +32,7 @@ static __thread void *cur_caller;
 
 /* ---- start-up ---------------------------------------------------------------------- */
 
-static unsigned letter_flag(char l)
-{
-	switch (l) {
-	case 'F':
-	case 'f':
-		return DBG_CHECK;
-	case 'Z':
-	case 'z':
-		return DBG_REDZONE;
-	case 'P':
-	case 'p':
-		return DBG_POISON;
-	case 'U':
-	case 'u':
-		return DBG_TRACK;
-	case 'T':
-	case 't':
-		return DBG_TRACE;
-	default:
-		return 0;
-	}
-}
-
-/* Does the cache list `list` (comma-separated, up to `end`) name `name`? */
+/* Is `name` one of the comma-separated cache names of USLUB_DEBUG's list? */
 static int names_cache(const char *list, const char *name)
 {
 	size_t n = strlen(name);
@@ -73,33 +48,14 @@ static int names_cache(const char *list, const char *name)
 	return 0;
 }
 
-/* USLUB_DEBUG as slub_debug reads it: "1" (or empty letters) means F, Z, P and U; letters
- * apply to every cache unless a comma-separated cache list follows them. */
-static void parse_debug(const char *spec, unsigned *flags, const char **list)
+/* USLUB_DEBUG's letters (options.c) as this file's flags. */
+static unsigned letter_flags(unsigned letters)
 {
-	*flags = 0;
-	*list = NULL;
-	if (!spec[0] || strcmp(spec, "0") == 0)
-		return;
-	if (strcmp(spec, "1") == 0) {
-		*flags = DBG_ALL_LETTERS;
-		return;
-	}
-	const char *p = spec;
-	for (; *p && *p != ','; p++) {
-		unsigned f = letter_flag(*p);
-		if (!f) {
-			uslub_message("uslub: USLUB_DEBUG=%s: '%c' is not one of F Z P U T; "
-				      "ignored\n",
-				      spec, *p);
-			continue;
-		}
-		*flags |= f;
-	}
-	if (p == spec)
-		*flags = DBG_ALL_LETTERS;
-	if (*p == ',' && p[1])
-		*list = p + 1;
+	return (letters & USLUB_DEBUG_F ? DBG_CHECK : 0) |
+	       (letters & USLUB_DEBUG_Z ? DBG_REDZONE : 0) |
+	       (letters & USLUB_DEBUG_P ? DBG_POISON : 0) |
+	       (letters & USLUB_DEBUG_U ? DBG_TRACK : 0) |
+	       (letters & USLUB_DEBUG_T ? DBG_TRACE : 0);
 }
 
 static uint64_t splitmix64(uint64_t *x)
@@ -154,7 +110,8 @@ void uslub_debug_init(void)
 	const char *list;
 	uint64_t seed = random_seed();
 	atomic_store_explicit(&slab_seed_state, splitmix64(&seed), memory_order_relaxed);
-	parse_debug(uslub_config.debug, &flags, &list);
+	flags = letter_flags(uslub_config.debug_letters);
+	list = uslub_config.debug_caches;
 	uslub_debug_any = flags != 0;
 	uslub_debug_every_cache = flags && !list;
 	/* Checked once: every cache then takes the slow path, which tells memcheck. */

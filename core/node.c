@@ -23,6 +23,7 @@
 #include "node.h"
 
 #include "internal.h"
+#include "options.h"
 #include "os.h"
 #include "print.h"
 
@@ -73,39 +74,16 @@ static void set_fake(unsigned n, unsigned ncpus)
 		uslub_topo.cpu_node[c] = (unsigned char)((c % ncpus) * n / ncpus);
 }
 
-static bool parse_uint(const char *s, unsigned *out)
-{
-	unsigned v = 0;
-	if (*s < '0' || *s > '9')
-		return false;
-	while (*s >= '0' && *s <= '9' && v < 1000)
-		v = v * 10 + (unsigned)(*s++ - '0');
-	*out = v;
-	return *s == '\0' || *s == ',';
-}
-
-void uslub_node_init(const char *spec)
+/* From the parsed USLUB_NUMA (options.c). */
+void uslub_node_init(void)
 {
 	memset(&uslub_topo, 0, sizeof(uslub_topo));
 	uslub_topo.nr_nodes = 1;
 	uslub_topo.distance[0][0] = 10;
-	auto_mode = false;
-	if (!spec[0] || strncmp(spec, "auto", 4) == 0) {
-		auto_mode = true;
-	} else if (strncmp(spec, "fake:", 5) == 0) {
-		unsigned n;
-		if (parse_uint(spec + 5, &n) && n >= 1 && n <= MAX_NODES)
-			set_fake(n, uslub_os_ncpus());
-		else
-			uslub_message(
-			    "uslub: USLUB_NUMA=%s: fake needs 1..%u nodes; using one node\n", spec,
-			    (unsigned)MAX_NODES);
-	} else if (strncmp(spec, "off", 3) != 0) {
-		uslub_message("uslub: USLUB_NUMA=%s is not auto, off or fake:N; using auto\n",
-			      spec);
-		auto_mode = true;
-	}
-	uslub_topo.search_local = strstr(spec, ",noskip") != NULL;
+	auto_mode = uslub_config.numa_mode == USLUB_NUMA_AUTO;
+	if (uslub_config.numa_mode == USLUB_NUMA_FAKE)
+		set_fake(uslub_config.numa_nodes, uslub_os_ncpus());
+	uslub_topo.search_local = uslub_config.numa_noskip;
 	build_order();
 	uslub_nr_nodes = uslub_topo.nr_nodes;
 }

@@ -26,7 +26,7 @@ extern struct uslub_topology uslub_topo;
 
 /* From USLUB_NUMA at start-up: "off", "fake:N[,noskip]" or "auto[,noskip]" (one node
  * until uslub_node_discover reads libnuma's topology, outside any malloc). */
-void uslub_node_init(const char *spec);
+void uslub_node_init(void);
 void uslub_node_discover(void);
 /* The node the calling thread runs on now (sched_getcpu, a vDSO call, no syscall). */
 unsigned uslub_node_current(void);

@@ -15,6 +15,25 @@ enum uslub_harden_mode { USLUB_HARDEN_OFF, USLUB_HARDEN_RANDOM, USLUB_HARDEN_FUL
 /* The most objects a thread's sheaf of one cache holds (USLUB_SHEAVES). */
 #define SHEAF_MAX 28
 
+/* USLUB_NUMA: the topology to use. */
+enum uslub_numa_mode { USLUB_NUMA_AUTO, USLUB_NUMA_OFF, USLUB_NUMA_FAKE };
+
+/* USLUB_DEBUG's letters (slub_debug's), as bits. */
+enum {
+	USLUB_DEBUG_F = 0x1, /* consistency checks */
+	USLUB_DEBUG_Z = 0x2, /* red zones */
+	USLUB_DEBUG_P = 0x4, /* poisoning */
+	USLUB_DEBUG_U = 0x8, /* owner tracking */
+	USLUB_DEBUG_T = 0x10 /* trace */
+};
+
+/* USLUB_FAULT (tests only): comma-separated rules "kind:N" (the Nth call of that kind
+ * fails) or "kind:every:K" (every Kth), N and K from 1, kind mmap, mremap, madvise or all
+ * (os.c says which calls each covers). Indexed by kind in that order. */
+struct uslub_fault_plan {
+	unsigned long nth[4], every[4];
+};
+
 struct uslub_config {
 	unsigned min_order;
 	unsigned max_order;
@@ -26,16 +45,27 @@ struct uslub_config {
 	unsigned verbose;
 	unsigned harden;  /* enum uslub_harden_mode */
 	unsigned sheaves; /* sheaf capacity in objects, 0: none */
-	char debug[128];  /* USLUB_DEBUG, parsed by debug.c */
 	char stats_file[256];
-	char numa[32];	/* auto, off, fake:N - parsed by node.c */
-	char fault[64]; /* test-only fault injection, e.g. mmap:3 - parsed by os.c */
+	/* The three settings with a syntax of their own, parsed here like the rest; the
+	 * text as given is kept for USLUB_VERBOSE and the statistics' config. */
+	char debug[128];	  /* USLUB_DEBUG */
+	unsigned debug_letters;	  /* USLUB_DEBUG_* */
+	const char *debug_caches; /* into debug[]: the cache list after the comma, or NULL */
+	char numa[32];		  /* USLUB_NUMA */
+	unsigned numa_mode;	  /* enum uslub_numa_mode */
+	unsigned numa_nodes;	  /* fake:N */
+	unsigned numa_noskip;	  /* ",noskip" */
+	char fault[64];		  /* USLUB_FAULT */
+	struct uslub_fault_plan fault_plan;
 };
 
 extern struct uslub_config uslub_config;
 
 /* Parse `env` (a NULL-terminated environ-style array) into uslub_config. */
 void uslub_options_init(char **env);
+/* A USLUB_FAULT spec into a plan; -1 (and an empty plan) when it is not understood.
+ * Allocates nothing (the fault tests and the settings fuzzer call it too). */
+int uslub_fault_parse(const char *spec, struct uslub_fault_plan *plan);
 /* Print the effective settings, one per line, to fd. */
 void uslub_options_print(int fd);
 

@@ -533,8 +533,6 @@ _Static_assert(NR_FAULT_KINDS ==
 static _Atomic int fault_armed;
 static _Atomic unsigned long fault_injected;
 
-static const char *const fault_kind_names[NR_FAULT_KINDS] = {"mmap", "mremap", "madvise", "all"};
-
 static int rule_fires(struct fault_rule *r)
 {
 	if (!r->nth && !r->every)
@@ -556,72 +554,6 @@ static int fault_rule_fires(enum fault_kind kind)
 	return fire;
 }
 
-/* Digits up to `end`, no sign, no overflow, at least 1. */
-static int parse_count(const char *s, const char *end, unsigned long *out)
-{
-	unsigned long v = 0;
-	if (s == end)
-		return -1;
-	for (; s < end; s++) {
-		if (*s < '0' || *s > '9' || v > (~0UL - 9) / 10)
-			return -1;
-		v = v * 10 + (unsigned long)(*s - '0');
-	}
-	if (v == 0)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int word_is(const char *s, const char *end, const char *word)
-{
-	size_t n = strlen(word);
-	return (size_t)(end - s) == n && memcmp(s, word, n) == 0;
-}
-
-/* One "kind:N" or "kind:every:K" rule, [s, end). */
-static int parse_rule(const char *s, const char *end, struct uslub_fault_plan *plan)
-{
-	const char *colon = memchr(s, ':', (size_t)(end - s));
-	if (!colon)
-		return -1;
-	int kind = -1;
-	for (int k = 0; k < NR_FAULT_KINDS; k++)
-		if (word_is(s, colon, fault_kind_names[k]))
-			kind = k;
-	if (kind < 0)
-		return -1;
-	const char *arg = colon + 1;
-	const char *colon2 = memchr(arg, ':', (size_t)(end - arg));
-	if (colon2) {
-		if (!word_is(arg, colon2, "every"))
-			return -1;
-		return parse_count(colon2 + 1, end, &plan->every[kind]);
-	}
-	return parse_count(arg, end, &plan->nth[kind]);
-}
-
-int uslub_os_fault_parse(const char *spec, struct uslub_fault_plan *plan)
-{
-	memset(plan, 0, sizeof(*plan));
-	if (!spec)
-		return 0;
-	if (!*spec)
-		return 0;
-	for (const char *s = spec;;) {
-		const char *end = strchr(s, ',');
-		if (!end)
-			end = s + strlen(s);
-		if (parse_rule(s, end, plan) != 0) {
-			memset(plan, 0, sizeof(*plan));
-			return -1;
-		}
-		if (!*end)
-			return 0;
-		s = end + 1; /* an empty rule after a comma is refused above */
-	}
-}
-
 void uslub_os_fault_set(const struct uslub_fault_plan *plan)
 {
 	int armed = 0;
@@ -633,25 +565,6 @@ void uslub_os_fault_set(const struct uslub_fault_plan *plan)
 		armed |= fault_rules[k].nth || fault_rules[k].every;
 	}
 	atomic_store(&fault_armed, armed);
-}
-
-int uslub_os_fault_init(const char *spec)
-{
-	struct uslub_fault_plan plan;
-	int rc = uslub_os_fault_parse(spec, &plan);
-	if (rc != 0) {
-		/* The options' rule: one line naming the variable and what is used instead. os.c
-		 * sits below the formatter, so the line is written in pieces. */
-		static const char
-		    a[] = "uslub: USLUB_FAULT=",
-		    b[] = " is not kind:N or kind:every:K (kind mmap, mremap, madvise or all, "
-			  "comma-separated); no faults injected\n";
-		uslub_os_write(2, a, sizeof(a) - 1);
-		uslub_os_write(2, spec, strlen(spec));
-		uslub_os_write(2, b, sizeof(b) - 1);
-	}
-	uslub_os_fault_set(&plan);
-	return rc;
 }
 
 unsigned long uslub_os_fault_injected(void)

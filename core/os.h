@@ -7,6 +7,8 @@
 #ifndef USLUB_OS_H
 #define USLUB_OS_H
 
+#include "options.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdatomic.h>
@@ -80,15 +82,9 @@ void uslub_os_fail(unsigned long skip, unsigned long count);
  * kinds, counted together).
  * A failing call does nothing and returns failure with errno ENOMEM. The empty spec
  * injects nothing. Indexed by kind in the order above. */
-struct uslub_fault_plan {
-	unsigned long nth[4], every[4];
-};
-/* Parse a spec; -1 (and an empty plan) when it is not understood. Allocates nothing. */
-int uslub_os_fault_parse(const char *spec, struct uslub_fault_plan *plan);
-/* Install a plan (NULL: none) and restart its call counters. */
+/* (struct uslub_fault_plan and its parser: options.h.) Install a plan (NULL: none) and
+ * restart its call counters. */
 void uslub_os_fault_set(const struct uslub_fault_plan *plan);
-/* Parse and install; a bad spec prints one line on stderr and injects nothing. */
-int uslub_os_fault_init(const char *spec);
 /* Calls failed by the rules since start-up. */
 unsigned long uslub_os_fault_injected(void);
 

@@ -65,8 +65,8 @@ void uslub_init_slow(void)
 		return;
 	}
 	uslub_options_init(environ ? environ : read_proc_environ());
-	uslub_os_fault_init(uslub_config.fault);
-	uslub_node_init(uslub_config.numa);
+	uslub_os_fault_set(&uslub_config.fault_plan);
+	uslub_node_init();
 	uslub_pages_init();
 	uslub_caches_init();
 	uslub_replenish_init();

@@ -201,7 +201,7 @@ static void watchdog(int sig)
 static void set_plan(const char *spec)
 {
 	struct uslub_fault_plan plan;
-	CHECKF(uslub_os_fault_parse(spec, &plan) == 0, "spec %s", spec);
+	CHECKF(uslub_fault_parse(spec, &plan) == 0, "spec %s", spec);
 	uslub_os_fault_set(&plan);
 }
 
@@ -538,10 +538,10 @@ static void phase_parse(void)
 				    "mmap:3:4",	    "mmap:every:5x", "mmap:99999999999999999999"};
 	struct uslub_fault_plan plan;
 	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-		CHECKF(uslub_os_fault_parse(good[i], &plan) == 0, "\"%s\"", good[i]);
+		CHECKF(uslub_fault_parse(good[i], &plan) == 0, "\"%s\"", good[i]);
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		CHECKF(uslub_os_fault_parse(bad[i], &plan) == -1, "\"%s\"", bad[i]);
-	CHECK(uslub_os_fault_parse("mmap:2,mremap:every:4", &plan) == 0);
+		CHECKF(uslub_fault_parse(bad[i], &plan) == -1, "\"%s\"", bad[i]);
+	CHECK(uslub_fault_parse("mmap:2,mremap:every:4", &plan) == 0);
 	CHECK(plan.nth[0] == 2 && plan.every[1] == 4 && plan.nth[2] == 0);
 }
 

@@ -115,5 +115,52 @@ int main(void)
 	char *env5[] = {"USLUB_MAX_ORDERS=7", NULL};
 	msg = parse(env5);
 	CHECKF(uslub_config.max_order == 3 && msg[0] == '\0', "USLUB_MAX_ORDERS ignored");
+
+	/* The settings with a syntax of their own are parsed here too, into fields. */
+	char *numa_good[] = {"USLUB_NUMA=fake:4,noskip", NULL};
+	msg = parse(numa_good);
+	CHECKF(msg[0] == '\0' && uslub_config.numa_mode == USLUB_NUMA_FAKE &&
+		   uslub_config.numa_nodes == 4 && uslub_config.numa_noskip,
+	       "fake:4,noskip: mode %u, %u nodes, noskip %u: %s", uslub_config.numa_mode,
+	       uslub_config.numa_nodes, uslub_config.numa_noskip, msg);
+	char *numa_off[] = {"USLUB_NUMA=off", NULL};
+	parse(numa_off);
+	CHECKF(uslub_config.numa_mode == USLUB_NUMA_OFF && !uslub_config.numa_noskip, "off");
+	const char *numa_bad[] = {"USLUB_NUMA=fake:0", "USLUB_NUMA=fake:17",
+				  "USLUB_NUMA=fake:", "USLUB_NUMA=auto,skip", "USLUB_NUMA=offf"};
+	for (unsigned i = 0; i < sizeof(numa_bad) / sizeof(numa_bad[0]); i++) {
+		char *env[] = {(char *)numa_bad[i], NULL};
+		msg = parse(env);
+		CHECKF(lines(msg) == 1 && strstr(msg, "USLUB_NUMA") &&
+			   uslub_config.numa_mode == USLUB_NUMA_AUTO,
+		       "%s: one line, auto used: %s", numa_bad[i], msg);
+	}
+	char *debug_good[] = {"USLUB_DEBUG=fZ,kmalloc-64,kmalloc-1k", NULL};
+	msg = parse(debug_good);
+	CHECKF(msg[0] == '\0' && uslub_config.debug_letters == (USLUB_DEBUG_F | USLUB_DEBUG_Z) &&
+		   uslub_config.debug_caches &&
+		   strcmp(uslub_config.debug_caches, "kmalloc-64,kmalloc-1k") == 0,
+	       "letters %#x, caches %s: %s", uslub_config.debug_letters,
+	       uslub_config.debug_caches ? uslub_config.debug_caches : "(none)", msg);
+	char *debug_one[] = {"USLUB_DEBUG=1", NULL};
+	parse(debug_one);
+	CHECKF(uslub_config.debug_letters ==
+		       (USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P | USLUB_DEBUG_U) &&
+		   !uslub_config.debug_caches,
+	       "1 is FZPU on every cache: %#x", uslub_config.debug_letters);
+	char *debug_bad[] = {"USLUB_DEBUG=FQ", NULL};
+	msg = parse(debug_bad);
+	CHECKF(lines(msg) == 1 && strstr(msg, "USLUB_DEBUG") &&
+		   uslub_config.debug_letters == USLUB_DEBUG_F,
+	       "a bad letter is dropped with one line: %#x: %s", uslub_config.debug_letters, msg);
+	char *fault_good[] = {"USLUB_FAULT=mmap:3,all:every:5", NULL};
+	msg = parse(fault_good);
+	CHECKF(msg[0] == '\0' && uslub_config.fault_plan.nth[0] == 3 &&
+		   uslub_config.fault_plan.every[3] == 5,
+	       "fault plan: %s", msg);
+	char *fault_bad[] = {"USLUB_FAULT=mmap:3,munmap:1", NULL};
+	msg = parse(fault_bad);
+	CHECKF(lines(msg) == 1 && strstr(msg, "USLUB_FAULT") && uslub_config.fault_plan.nth[0] == 0,
+	       "a bad fault spec injects nothing, one line: %s", msg);
 	return tu_summary("test_options");
 }

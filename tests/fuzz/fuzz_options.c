@@ -66,8 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 	/* The fault spec as parsed at start-up; parsing twice gives the same plan. */
 	struct uslub_fault_plan a, b;
-	int ra = uslub_os_fault_parse(uslub_config.fault, &a);
-	int rb = uslub_os_fault_parse(uslub_config.fault, &b);
+	int ra = uslub_fault_parse(uslub_config.fault, &a);
+	int rb = uslub_fault_parse(uslub_config.fault, &b);
 	REQUIRE(ra == rb && memcmp(&a, &b, sizeof(a)) == 0);
 	REQUIRE(ra == 0 || ra == -1);
 	for (int k = 0; k < 4; k++)
