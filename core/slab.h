@@ -117,7 +117,10 @@ static inline void set_next(const struct uslub_cache *c, void *object, void *nex
 static inline void *get_next_checked(const struct uslub_cache *c, struct page_desc *s, void *object)
 {
 	void *next = get_next(c, object);
-	if (unlikely(next) && unlikely(uslub_slab_object_start(s, next) != next))
+	/* A plain cache answers with the multiply the free fast path uses, not a division:
+	 * the refill checks one link per load. */
+	if (next && unlikely(c->debug ? uslub_slab_object_start(s, next) != next
+				      : !plain_object_at(s, next)))
 		uslub_report_corrupt("free pointer outside its slab", c, page_address(s), object);
 	return next;
 }
