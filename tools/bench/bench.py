@@ -250,7 +250,7 @@ def check_run(w, alloc, run, reference):
 # ---- suite ----------------------------------------------------------------------------
 
 def run_suite(args):
-    allocs = allocators(args.build)
+    allocs = allocators(args.build, args.allocators.split(",") if args.allocators else None)
     ws = workloads(args.build, args.out)
     if args.only:
         names = args.only.split(",")
@@ -807,6 +807,8 @@ def main():
     s.add_argument("--runs", type=int, default=5)
     s.add_argument("--only")
     s.add_argument("--no-opcount", action="store_true")
+    s.add_argument("--allocators", help="only these (comma-separated names), e.g. to compare "
+                   "two uslub builds with --also")
     s = sub.add_parser("show")
     s.add_argument("--runs", type=int, default=5)
     sub.add_parser("opcount")
