@@ -12,6 +12,9 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+/* For urcu-bp's per-thread reader record (in_urcu_read_section); the calls made here are
+ * the library's either way. */
+#define _LGPL_SOURCE
 #include <urcu/urcu-bp.h>
 
 struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
@@ -269,8 +272,23 @@ static bool thread_gone(const struct uslub_thread *t)
 	return t->tid && tgkill(t->tgid, t->tid, 0) != 0 && errno == ESRCH;
 }
 
+/* Is the calling thread inside an urcu-bp read-side section? Read from urcu-bp's own
+ * per-thread record (urcu/static/urcu-bp.h) rather than urcu_bp_read_ongoing(), which
+ * registers a thread that never read: every new thread would then be registered from
+ * inside malloc. Not registered means no section. */
+static bool in_urcu_read_section(void)
+{
+	struct urcu_bp_reader *r = URCU_TLS(urcu_bp_reader);
+	return r && (CMM_LOAD_SHARED(r->ctr) & URCU_BP_GP_CTR_NEST_MASK);
+}
+
 void uslub_threads_reap(unsigned budget)
 {
+	/* Tearing a state down waits for a grace period of urcu-bp (registry_del), the
+	 * flavour a program may use too: inside its own read-side section the caller would
+	 * wait for itself. It reaps next time instead. */
+	if (in_urcu_read_section())
+		return;
 	unsigned long mark = __atomic_load_n(&sweep_mark, __ATOMIC_RELAXED);
 	if (budget && !__atomic_load_n(&sweep_active, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&reg_count, __ATOMIC_RELAXED) <=

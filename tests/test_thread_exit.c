@@ -35,6 +35,10 @@
 #include "test_util.h"
 
 #ifdef USLUB_PREFIXED
+#include <urcu/urcu-bp.h>
+#endif
+
+#ifdef USLUB_PREFIXED
 #include "check.h"
 #include "internal.h"
 #endif
@@ -343,6 +347,28 @@ int main(int argc, char **argv)
 
 	tu_section("a forked child's state outlives the parent's thread that forked it");
 	fork_test();
+
+	/* A sweep tears a state down with synchronize_rcu (urcu-bp, the flavour a program may
+	 * use too): from inside an urcu-bp read-side section of the caller it would wait for
+	 * the caller itself. malloc_trim there must skip the sweep, not hang. */
+	tu_section("malloc_trim inside the program's own urcu-bp read-side section returns");
+	unsigned long reaped0 = atomic_load(&uslub_threads_reaped);
+	run_threads(16, 4); /* their creation sweeps may reap some of them already */
+	unsigned long before = atomic_load(&uslub_threads_reaped);
+	alarm(20); /* a hang is a failure, not a stuck CI */
+	urcu_bp_read_lock();
+	MALLOC_TRIM(0);
+	urcu_bp_read_unlock();
+	alarm(0);
+	CHECK_EQ(atomic_load(&uslub_threads_reaped), before);
+	/* Outside it the same call reaps them (once their threads are gone from the kernel). */
+	for (int tries = 0; tries < 100 && atomic_load(&uslub_threads_reaped) < reaped0 + 16;
+	     tries++) {
+		MALLOC_TRIM(0);
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	CHECK_EQ(atomic_load(&uslub_threads_reaped), reaped0 + 16);
 #endif
 	return tu_summary("test_thread_exit");
 }
