@@ -153,10 +153,11 @@ void uslub_report_no_block(const char *func, const void *p)
 {
 	struct region *r = region_of(p);
 	if (r) {
-		/* Pages of the region's body that are free held a block once; the region's
-		 * descriptors never did. */
+		/* Free pages the region has grown over held a block once; its descriptors
+		 * never did, and past what it grew the slot may hold someone else's mapping.
+		 * (A plain read of grown: the program stops here either way.) */
 		size_t page = ((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT;
-		if (page >= FIRST_PAGE && !((uintptr_t)p & 15)) {
+		if (page >= FIRST_PAGE && page < r->grown && !((uintptr_t)p & 15)) {
 			uslub_message("uslub: %s(): double free %p (its pages are free: the block "
 				      "was freed before)\n",
 				      func, p);
