@@ -266,33 +266,31 @@ static void case_double_free_empty_slab(void)
 	FREE(tu_opaque(objs[17]));
 }
 
-static void case_double_free_large(void)
+/* free(p); free(p) of a block of `size` bytes. */
+static void double_free_of(size_t size)
 {
-	FREE(MALLOC(16)); /* the thread's state, with its large-block cache */
-	void *p = MALLOC(20000);
+	void *p = MALLOC(size);
 	if (p == NULL)
 		_exit(3);
 	FREE(p);
 	FREE(tu_opaque(p));
+}
+
+static void case_double_free_large(void)
+{
+	FREE(MALLOC(16)); /* the thread's state, with its large-block cache */
+	double_free_of(20000);
 }
 
 /* Above the per-thread large cache: the pages go straight back. */
 static void case_double_free_large_uncached(void)
 {
-	void *p = MALLOC(300000);
-	if (p == NULL)
-		_exit(3);
-	FREE(p);
-	FREE(tu_opaque(p));
+	double_free_of(300000);
 }
 
 static void case_double_free_huge(void)
 {
-	void *p = MALLOC(6 << 20);
-	if (p == NULL)
-		_exit(3);
-	FREE(p);
-	FREE(tu_opaque(p));
+	double_free_of(6 << 20);
 }
 
 static void case_realloc_freed(void)
