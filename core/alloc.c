@@ -47,8 +47,9 @@ static void *take_slab_freelist(struct page_desc *s)
 	return NULL;
 }
 
-/* ___slab_alloc: the thread's freelist for this cache is empty. */
-static void *alloc_refill(struct uslub_thread *t, unsigned cls)
+/* ___slab_alloc: an object from the thread's slab layer - its freelist, else a slab's
+ * lists. Below the sheaf, or with sheaves off (and for debug caches) the path itself. */
+void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls)
 {
 	struct cache_cpu *cc = &t->cpu[cls];
 	struct uslub_cache *c = &uslub_caches[cls];
@@ -139,16 +140,14 @@ static void *alloc_class(unsigned cls)
 	 * pthread_create are harmless. */
 	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
 		uslub_replenish_start();
-	if (likely(t->state == THREAD_LIVE))
-		return alloc_refill(t, cls);
-	if (t->state == THREAD_EMPTY) {
+	if (unlikely(t->state == THREAD_EMPTY))
 		t = uslub_thread_create();
-		if (t)
-			return alloc_refill(t, cls);
-	}
+	if (likely(t && t->state == THREAD_LIVE))
+		return t->cpu[cls].sheaf_cap ? uslub_sheaf_refill(t, cls)
+					     : uslub_alloc_refill(t, cls);
 	/* No state of our own (exiting thread, or none could be made): share one. */
 	pthread_mutex_lock(&uslub_orphan_lock);
-	void *object = alloc_refill(&uslub_orphan_thread, cls);
+	void *object = uslub_alloc_refill(&uslub_orphan_thread, cls);
 	pthread_mutex_unlock(&uslub_orphan_lock);
 	return object;
 }

@@ -207,8 +207,10 @@ int uslub_malloc_trim(size_t pad)
 	uslub_init();
 	uslub_threads_reap(0);
 	struct uslub_thread *t = uslub_tls_thread;
-	if (t->state == THREAD_LIVE) {
+	if (t->state == THREAD_LIVE)
 		uslub_sheaves_flush(t, false);
+	uslub_barns_flush();
+	if (t->state == THREAD_LIVE) {
 		uslub_pcp_drain(t, 0);
 		uslub_large_cache_drain(t);
 	}

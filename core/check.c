@@ -356,6 +356,39 @@ static int is_loose(struct page_desc *d)
 	return 1;
 }
 
+/* An object in a sheaf or a barn: the start of an object of its own cache's slabs,
+ * marked free, and free to the program though its slab counts it in use. */
+static void check_sheaf_object(struct walk *w, void *p, unsigned cls, const char *where)
+{
+	struct page_desc *s = block_of(p);
+	if (!s || s->kind != PAGE_SLAB || s->cls != cls || uslub_slab_object_start(s, p) != p ||
+	    !is_marked_free(p)) {
+		bad(w, "%s of %s holds %p, not a free object of the cache", where,
+		    uslub_caches[cls].name, p);
+		return;
+	}
+	w->out->sheaf_objects++;
+	w->out->live_objects--;
+	w->out->live_by_class[cls]--;
+	w->out->live_bytes -= uslub_caches[cls].size;
+}
+
+static void check_barns(struct walk *w)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
+			if (b[i].count > b[i].limit) {
+				bad(w, "node %u: %s barn holds %u objects, limit %u", node,
+				    uslub_caches[i].name, b[i].count, b[i].limit);
+				continue;
+			}
+			for (unsigned j = 0; j < b[i].count; j++)
+				check_sheaf_object(w, b[i].objects[j], i, "a barn");
+		}
+	}
+}
+
 static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held, uint64_t *pcp)
 {
 	w->out->threads++;
@@ -391,21 +424,8 @@ static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held,
 			    uslub_caches[i].name, cc->sheaf_count, cc->sheaf_cap);
 			continue;
 		}
-		for (unsigned j = 0; j < cc->sheaf_count; j++) {
-			void *p = cc->sheaf[j];
-			struct page_desc *s = block_of(p);
-			if (!s || s->kind != PAGE_SLAB || s->cls != i ||
-			    uslub_slab_object_start(s, p) != p) {
-				bad(w, "thread %p: %s sheaf holds %p, not an object of the cache",
-				    (void *)t, uslub_caches[i].name, p);
-				continue;
-			}
-			/* Free to the program, though its slab counts it in use. */
-			w->out->sheaf_objects++;
-			w->out->live_objects--;
-			w->out->live_by_class[i]--;
-			w->out->live_bytes -= uslub_caches[i].size;
-		}
+		for (unsigned j = 0; j < cc->sheaf_count; j++)
+			check_sheaf_object(w, cc->sheaf[j], i, "a thread's sheaf");
 	}
 	if (t->pcp_count > PCP_HIGH) {
 		bad(w, "thread %p: %u cached pages", (void *)t, t->pcp_count);
@@ -543,6 +563,7 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 		bad(&w, "%lu pages in thread caches, %lu pages belong nowhere else",
 		    (unsigned long)pcp, (unsigned long)w.loose);
 	check_pcp_distinct(&w);
+	check_barns(&w);
 
 	uint64_t large = atomic_load(&uslub_large_bytes);
 	if (large != out->large_pages << USLUB_PAGE_SHIFT)

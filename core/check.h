@@ -32,7 +32,7 @@ struct uslub_check {
 	uint64_t slabs, frozen_slabs, partial_slabs, full_slabs;
 	uint64_t live_objects; /* slab objects handed out and not freed */
 	uint64_t live_by_class[USLUB_NR_CLASSES];
-	uint64_t sheaf_objects; /* freed, waiting in threads' sheaves (not live) */
+	uint64_t sheaf_objects; /* freed, waiting in threads' sheaves and barns (not live) */
 	uint64_t large_blocks;
 	uint64_t live_bytes; /* live objects times their size, plus large and huge */
 	uint64_t huge_bytes;

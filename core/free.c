@@ -9,10 +9,17 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* __slab_free: onto the remote list with one CAS. A free that makes an unfrozen slab
- * empty, or that finds it full while no thread can take it, needs the node's lock. */
 void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
 			    struct uslub_thread *t)
+{
+	uslub_slab_free_chain(c, s, p, p, 1, t);
+}
+
+/* __slab_free: onto the remote list with one CAS, for one object or a chain of them. A
+ * free that makes an unfrozen slab empty, or that finds it full while no thread can take
+ * it, needs the node's lock. */
+void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *head, void *tail,
+			   unsigned count, struct uslub_thread *t)
 {
 	struct cache_node *n = node_of_slab(c, s);
 	char *base = page_address(s);
@@ -24,15 +31,16 @@ void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
 	for (;;) {
 		old = atomic_load_explicit(&s->word, memory_order_relaxed);
 		prior = w_head(old);
-		/* The mark caught every double free before here; an empty slab or p at the
-		 * list's head means one raced with another free of p. */
-		if (unlikely(prior == encode(p, base)) || unlikely(!w_inuse(old)))
-			uslub_report_bad_free("double free", "free", p, c);
-		set_next(c, p, decode(prior, base));
-		mark_free_plain(c, p);
-		inuse = w_inuse(old) - 1;
+		/* The mark caught every double free before here; fewer objects in use than
+		 * freed, or the chain's head at the list's head, means one raced with another
+		 * free of the same object. */
+		if (unlikely(prior == encode(head, base)) || unlikely(w_inuse(old) < count))
+			uslub_report_bad_free("double free", "free", head, c);
+		set_next(c, tail, decode(prior, base));
+		mark_free_plain(c, tail);
+		inuse = w_inuse(old) - count;
 		frozen = old & W_FROZEN;
-		new = w_make(encode(p, base), inuse, frozen);
+		new = w_make(encode(head, base), inuse, frozen);
 		freeze = false;
 		if (!frozen) {
 			if (!prior && live) {
@@ -53,7 +61,6 @@ void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
 			break;
 		stat_shared(t, c->cls, USLUB_STAT_CMPXCHG_DOUBLE_FAIL);
 	}
-	stat_shared(t, c->cls, USLUB_STAT_FREE_SLOWPATH);
 	if (frozen || freeze) {
 		if (locked)
 			pthread_mutex_unlock(&n->list_lock);
@@ -64,7 +71,6 @@ void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
 		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
 		uslub_stat(&t->cpu[c->cls], CPU_PARTIAL_FREE);
 		uslub_put_cpu_partial(c, s, t);
-		uslub_sheaf_return(c, s, t);
 		return;
 	}
 	if (!locked)
@@ -117,6 +123,7 @@ void uslub_free_slow(void *p, struct page_desc *s)
 		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
 	} else {
 		uslub_slab_free_remote(c, s, p, t);
+		stat_shared(t, c->cls, USLUB_STAT_FREE_SLOWPATH);
 	}
 	errno = saved;
 }

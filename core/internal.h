@@ -288,7 +288,10 @@ extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
  * the high half of off * magic is off / size and the low half is below magic exactly
  * when size divides off, for every off below 2^32. A debug cache's magic is 0, which no
  * offset passes. One word per class, for the free fast path. */
-extern uint64_t uslub_class_magic[USLUB_NR_CLASSES];
+extern uint64_t uslub_class_magic[256];
+/* The class byte of a descriptor that is not a slab's (large blocks, thread states): its
+ * magic is 0, so the free fast path's object test fails for it without reading the kind. */
+#define CLS_NONE 0xff
 
 /* Is p the start of an object inside slab s, s being a plain cache's slab? (Lemire's test
  * above; the offset in the slab is p's distance from the address of s's first page, which
@@ -302,26 +305,46 @@ static inline bool plain_object_at(const struct page_desc *s, const void *p)
 	return likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects);
 }
 
-/* kmem_cache_cpu: one per cache in each thread, with the thread's sheaf of that cache
- * (slub_percpu_sheaves): objects of slabs the thread does not hold, freed by it and kept
- * for its next allocations, so a free of another thread's object costs no atomic and no
- * slab move when the freeing thread allocates again (see slab.c, section 6). */
+/* kmem_cache_cpu: one per cache in each thread. The sheaf (Linux 6.18's percpu sheaf) is
+ * the thread's allocation and free path for the cache: malloc pops it, free pushes onto it,
+ * whichever slab the object lies in; the slab fields below it are where the sheaf is
+ * refilled from and the objects of a full sheaf go back to when the barn has no room (see
+ * slab.c, section 6). The sheaf comes first, so both fast paths read one cache line for
+ * the count and one for the slot. */
 struct cache_cpu {
-	void *freelist;		   /* objects of `slab`, popped without atomics */
-	struct page_desc *slab;	   /* frozen by this thread */
-	struct page_desc *partial; /* more slabs frozen by this thread */
-	uint32_t nr_partial;
 	uint16_t sheaf_count; /* objects in sheaf[] */
 	uint16_t sheaf_cap;   /* 0 for threads without state and for debug caches */
-	/* `slab`'s first byte | log2 of its size in bytes: the pop checks that an object
+	uint32_t nr_partial;
+	void *freelist;		   /* objects of `slab`, taken without atomics */
+	struct page_desc *slab;	   /* frozen by this thread */
+	struct page_desc *partial; /* more slabs frozen by this thread */
+	/* `slab`'s first byte | log2 of its size in bytes: the refill checks that an object
 	 * decoded from a free pointer lies inside the slab before reading it (slab.c,
 	 * section 7). Valid whenever `freelist` is not NULL. */
 	uintptr_t slab_bits;
-	uint64_t stat[USLUB_NR_STATS];
+	uint64_t stat[USLUB_NR_THREAD_STATS];
 	void *sheaf[SHEAF_MAX];
 } __attribute__((aligned(512)));
 /* A power-of-two stride, so the fast path indexes it with one shift. */
 _Static_assert(sizeof(struct cache_cpu) == 512, "cache_cpu is 512 bytes");
+
+/* The barn (Linux 6.18): per node and cache, full sheaves that threads left there when
+ * their own overflowed, for any thread of the node whose sheaf ran empty - one thread's
+ * surplus feeds another's demand with one lock round trip per sheaf, and no slab is
+ * touched. Sheaves are copied in and out whole (slab.c, section 6). It holds up to
+ * BARN_BYTES of objects, at least BARN_MIN_SHEAVES sheaves and at most BARN_MAX objects.
+ * `count` is read without the lock to fail fast. */
+#define BARN_BYTES	 (1UL << 20)
+#define BARN_MIN_SHEAVES 8
+#define BARN_MAX	 (36 * SHEAF_MAX)
+struct barn {
+	pthread_mutex_t lock;
+	uint32_t count; /* objects held */
+	uint32_t limit; /* a whole number of the cache's sheaves */
+	void **objects; /* `limit` slots, in the same block of pages */
+};
+/* Every cache's barn of node `node`, or NULL before the node's first barn_put. */
+extern struct barn *uslub_barns[MAX_NODES];
 
 #define PCP_HIGH     64 /* order-0 pages a thread keeps */
 #define LCACHE_PAGES 16 /* large blocks up to 64 KiB are cached per thread ... */

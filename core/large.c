@@ -90,6 +90,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		}
 	}
 	bool cold = d->flags & PF_COLD;
+	d->cls = CLS_NONE; /* fails the free fast path's object test */
 	__atomic_store_n(&d->kind, PAGE_LARGE, __ATOMIC_RELAXED);
 	d->objects = (uint16_t)npages;
 	d->order = (uint8_t)order;

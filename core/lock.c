@@ -2,6 +2,7 @@
  * takes them all so the child inherits none that a vanished thread held, and the heap
  * walker (check.c) so no list changes under it. One list, so the two cannot drift. */
 #include "internal.h"
+#include "slab.h"
 
 void uslub_lock_all(void)
 {
@@ -11,6 +12,7 @@ void uslub_lock_all(void)
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		for (unsigned n = 0; n < MAX_NODES; n++)
 			pthread_mutex_lock(&uslub_caches[i].node[n].list_lock);
+	uslub_barns_lock_all();
 	uslub_pages_lock_all();
 	uslub_huge_lock();
 }
@@ -19,6 +21,7 @@ void uslub_unlock_all(void)
 {
 	uslub_huge_unlock();
 	uslub_pages_unlock_all();
+	uslub_barns_unlock_all();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		for (unsigned n = 0; n < MAX_NODES; n++)
 			pthread_mutex_unlock(&uslub_caches[i].node[n].list_lock);
@@ -32,6 +35,7 @@ void uslub_locks_reinit(void)
 {
 	uslub_huge_reinit_lock();
 	uslub_pages_reinit_locks();
+	uslub_barns_reinit_locks();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		for (unsigned n = 0; n < MAX_NODES; n++)
 			pthread_mutex_init(&uslub_caches[i].node[n].list_lock, NULL);

@@ -1,89 +1,300 @@
-/* Sheaves: per thread and cache, objects of slabs the thread does not hold, freed by it
- * and kept for its next allocations (slab.c, section 6). */
+/* Sheaves and barns (slab.c, section 6): per thread and cache, the array of free objects
+ * that malloc pops and free pushes; per node and cache, the barn of full sheaves that
+ * threads trade. Everything here is off the fast path: a sheaf that ran empty or full. */
 #include "internal.h"
+#include "os.h"
 #include "slab.h"
 
-/* The thread's freelist of this cache is empty: the last object put in its sheaf, else
- * the slow path. */
-void *uslub_sheaf_alloc(struct cache_cpu *cc, size_t size)
+#include <string.h>
+
+struct barn *uslub_barns[MAX_NODES];
+
+/* ---- the barn --------------------------------------------------------------------- */
+
+/* What cache c's barn holds at most: BARN_BYTES of objects, within BARN_MIN_SHEAVES
+ * sheaves and BARN_MAX objects, in whole sheaves. 0 without sheaves. */
+static uint32_t barn_limit(const struct uslub_cache *c)
 {
-	unsigned n = cc->sheaf_count;
-	if (likely(n)) {
-		void *object = cc->sheaf[n - 1];
-		cc->sheaf_count = (uint16_t)(n - 1);
-		mark_allocated(object);
-		uslub_stat(cc, ALLOC_FASTPATH);
-		uslub_stat(cc, ALLOC_SHEAF);
-		return object;
-	}
-	return uslub_slab_alloc_slow(size);
+	uint32_t cap = c->sheaf_capacity;
+	if (!cap)
+		return 0;
+	uint64_t n = BARN_BYTES / c->size;
+	if (n > BARN_MAX)
+		n = BARN_MAX;
+	n -= n % cap;
+	return n < BARN_MIN_SHEAVES * cap ? BARN_MIN_SHEAVES * cap : (uint32_t)n;
 }
 
-/* p is an object's start in slab s (the fast path checked), which this thread does not
- * hold, or p is its local list's head. Into the sheaf if there is room and p is not in the
- * page of the object put there last (two frees into one page in a row go the SLUB way,
- * freezing the slab: see sheaf_return), else the slow path. */
-void uslub_sheaf_free(void *p, struct page_desc *s)
+/* Node's barns, made at the node's first barn_put: the caches' barns and their slots in
+ * one block of pages (under 256 KiB, touched as used), never freed. Made under cache 0's
+ * list_lock of the node, which fork and the heap walker hold before they take the barn
+ * locks, so a barn never appears while they look. */
+static struct barn *barns_of(unsigned node)
 {
-	struct uslub_thread *t = uslub_tls_thread;
-	/* A large block's descriptor may carry an old class: kind decides. */
-	if (likely(__atomic_load_n(&s->kind, __ATOMIC_RELAXED) == PAGE_SLAB) &&
-	    likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != t)) {
-		struct cache_cpu *cc = &t->cpu[s->cls];
-		unsigned n = cc->sheaf_count;
-		if (unlikely(is_marked_free(p)))
-			uslub_double_free(p, s);
-		if (likely(n < cc->sheaf_cap) &&
-		    likely(!n || ((uintptr_t)cc->sheaf[n - 1] ^ (uintptr_t)p) >= USLUB_PAGE_SIZE)) {
-			mark_free(p);
-			cc->sheaf[n] = p;
-			cc->sheaf_count = (uint16_t)(n + 1);
-			uslub_stat(cc, FREE_FASTPATH);
-			uslub_stat(cc, FREE_SHEAF);
-			return;
+	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	if (likely(b))
+		return b;
+	size_t bytes = sizeof(struct barn) * USLUB_NR_CLASSES;
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		bytes += barn_limit(&uslub_caches[i]) * sizeof(void *);
+	unsigned order = 0;
+	while ((USLUB_PAGE_SIZE << order) < bytes)
+		order++;
+	pthread_mutex_t *guard = &uslub_caches[0].node[node].list_lock;
+	pthread_mutex_lock(guard);
+	b = uslub_barns[node];
+	if (!b) {
+		struct page_desc *d = uslub_pages_alloc(node, order, 0);
+		if (d) {
+			for (size_t i = 1; i < (1UL << order); i++)
+				d[i].head = d;
+			d->order = (uint8_t)order;
+			d->cls = CLS_NONE;
+			__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
+			__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
+			b = page_address(d);
+			void **slots = (void **)(b + USLUB_NR_CLASSES);
+			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+				pthread_mutex_init(&b[i].lock, NULL);
+				b[i].count = 0;
+				b[i].limit = barn_limit(&uslub_caches[i]);
+				b[i].objects = slots;
+				slots += b[i].limit;
+			}
+			__atomic_store_n(&uslub_barns[node], b, __ATOMIC_RELEASE);
 		}
 	}
-	uslub_free_slow(p, s);
+	pthread_mutex_unlock(guard);
+	return b;
 }
 
-/* A slab this thread just froze takes back its objects at the top of the thread's sheaf,
- * as plain local frees. A thread freeing its own objects in order sends the first of a
- * slab into the sheaf and the next one here (the free fast path keeps two objects of one
- * page out of the sheaf); without this, the slab would be short of that object when its
- * partial list drains it, and every later free into it would take the compare-and-swap
- * path. Only the top is looked at: that is where such objects are, and it costs no walk. */
-void uslub_sheaf_return(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
+/* barn_put: the n objects of a full sheaf into the node's barn, all or none. */
+static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
 {
-	struct cache_cpu *cc = &t->cpu[c->cls];
-	uintptr_t base = (uintptr_t)page_address(s), bytes = USLUB_PAGE_SIZE << s->order;
-	unsigned n = cc->sheaf_count;
-	while (n && (uintptr_t)cc->sheaf[n - 1] - base < bytes) {
-		void *p = cc->sheaf[--n];
-		push_local(c, s, p);
-		uslub_stat(cc, SHEAF_FLUSH);
+	struct barn *b = barns_of(node);
+	bool done = false;
+	if (b) {
+		b += c->cls;
+		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <= b->limit) {
+			pthread_mutex_lock(&b->lock);
+			if (b->count + n <= b->limit) {
+				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
+				__atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
+				done = true;
+			}
+			pthread_mutex_unlock(&b->lock);
+		}
 	}
+	__atomic_fetch_add(&c->stat[done ? USLUB_STAT_BARN_PUT : USLUB_STAT_BARN_PUT_FAIL], 1,
+			   __ATOMIC_RELAXED);
+	return done;
+}
+
+/* barn_get: up to `want` objects from the node's barn into `dst`; how many. */
+static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want)
+{
+	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	unsigned n = 0;
+	if (b) {
+		b += c->cls;
+		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
+			pthread_mutex_lock(&b->lock);
+			n = b->count < want ? b->count : want;
+			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
+			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&b->lock);
+		}
+	}
+	if (n)
+		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_GET], 1, __ATOMIC_RELAXED);
+	return n;
+}
+
+/* ---- flushing to the slabs -------------------------------------------------------- */
+
+/* n free objects of cache c (marked free, counted in their slabs' inuse) back to their
+ * slabs, as kmem_cache_free_bulk does: from the top of the array down, each object
+ * gathers the objects of its slab that lie below it into one detached list, looking past
+ * at most three objects of other slabs in a row (build_detached_freelist's lookahead: a
+ * sheaf filled in allocation order holds runs of one slab, a random one gains nothing
+ * from a longer search). The list is pushed onto the slab's local list if t holds the
+ * slab, else onto its remote list with one compare-and-swap. The array is consumed. */
+static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n)
+{
+	for (unsigned i = n; i--;) {
+		void *head = objects[i];
+		if (!head)
+			continue;
+		struct page_desc *s = block_of(head);
+		uintptr_t base = (uintptr_t)page_address(s);
+		uintptr_t bytes = USLUB_PAGE_SIZE << s->order;
+		void *tail = head;
+		unsigned count = 1, misses = 0;
+		for (unsigned j = i; j-- && misses <= 3;) {
+			void *p = objects[j];
+			if (!p)
+				continue;
+			if ((uintptr_t)p - base < bytes) {
+				set_next(c, tail, p);
+				tail = p;
+				objects[j] = NULL;
+				count++;
+			} else {
+				misses++;
+			}
+		}
+		if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
+			set_next(c, tail, s->local_free);
+			s->local_free = head;
+			s->local_count = (uint16_t)(s->local_count + count);
+		} else {
+			uslub_slab_free_chain(c, s, head, tail, count, t);
+		}
+	}
+}
+
+/* ---- the sheaf's slow paths ------------------------------------------------------- */
+
+/* The thread's sheaf of cls is empty: a full sheaf from the barn, else the thread's slab
+ * layer, whose freelist then fills the sheaf. The object returned is counted as a slow
+ * allocation; the sheaf's are counted as they are popped. */
+void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
+{
+	struct cache_cpu *cc = &t->cpu[cls];
+	struct uslub_cache *c = &uslub_caches[cls];
+	unsigned cap = cc->sheaf_cap, n;
+	void *object;
+
+	n = barn_get(c, t->node, cc->sheaf, cap);
+	if (n) {
+		object = cc->sheaf[n - 1];
+		cc->sheaf_count = (uint16_t)(n - 1);
+		mark_allocated(object);
+		uslub_stat(cc, ALLOC_SLOWPATH);
+		return object;
+	}
+	uslub_stat(cc, BARN_GET_FAIL);
+	if (cc->freelist) {
+		object = cc->freelist;
+		cc->freelist = get_next_checked(c, cc->slab, object);
+		mark_allocated(object);
+		uslub_stat(cc, ALLOC_SLOWPATH);
+	} else {
+		object = uslub_alloc_refill(t, cls);
+		if (!object)
+			return NULL;
+	}
+	/* The slab's objects keep their marks: they are free until popped. Each is checked
+	 * to lie in the slab before its free pointer is read (slab.c, section 7). */
+	uintptr_t bits = cc->slab_bits;
+	void *p = cc->freelist;
+	n = 0;
+	while (p && n < cap) {
+		if (unlikely(((uintptr_t)p ^ bits) >> (bits & 63)))
+			uslub_freelist_corrupt(cc, p);
+		cc->sheaf[n++] = p;
+		p = link_get(p);
+	}
+	cc->freelist = p;
 	cc->sheaf_count = (uint16_t)n;
+	if (n)
+		uslub_stat(cc, SHEAF_REFILL);
+	return object;
+}
+
+/* free found the thread's sheaf of p's cache full, or the cache has none (sheaves off, a
+ * thread without state). p is an object's start in slab s and not marked free (the fast
+ * path checked both). A full sheaf goes to the barn whole, or when the barn is full back
+ * to its slabs; p then starts the empty sheaf. */
+void uslub_sheaf_overflow(void *p, struct page_desc *s)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	struct cache_cpu *cc = &t->cpu[s->cls];
+	struct uslub_cache *c = &uslub_caches[s->cls];
+	unsigned n = cc->sheaf_count;
+	if (!cc->sheaf_cap) {
+		uslub_free_slow(p, s);
+		return;
+	}
+	if (!barn_put(c, t->node, cc->sheaf, n)) {
+		flush_objects(c, t, cc->sheaf, n);
+		uslub_stat_add(cc, SHEAF_FLUSH, n);
+	}
+	mark_free(p);
+	cc->sheaf[0] = p;
+	cc->sheaf_count = 1;
+	uslub_stat(cc, FREE_SLOWPATH);
 }
 
 /* The objects were counted as freed when they went into the sheaf, so sending them on
- * counts nothing again. */
+ * counts nothing again. `final` also closes the sheaves (thread exit). */
 void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 {
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
-		struct uslub_cache *c = &uslub_caches[i];
 		if (final)
 			cc->sheaf_cap = 0;
-		while (cc->sheaf_count) {
-			void *p = cc->sheaf[--cc->sheaf_count];
-			struct page_desc *s = block_of(p);
-			uslub_stat(cc, SHEAF_FLUSH);
-			if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
-				push_local(c, s, p);
-			} else {
-				uslub_slab_free_remote(c, s, p, t);
-				uslub_stat_add(cc, FREE_SLOWPATH, (uint64_t)-1);
+		if (cc->sheaf_count) {
+			flush_objects(&uslub_caches[i], t, cc->sheaf, cc->sheaf_count);
+			uslub_stat_add(cc, SHEAF_FLUSH, cc->sheaf_count);
+			cc->sheaf_count = 0;
+		}
+	}
+}
+
+/* malloc_trim: what the barns hold goes back to the slabs, so empty slabs can go back to
+ * the page allocator. The objects are sent as by a thread without state, which freezes
+ * no slab for itself. Done a sheaf at a time, so no barn stays locked over the slab
+ * work. */
+void uslub_barns_flush(void)
+{
+	void *batch[SHEAF_MAX];
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		if (!b)
+			continue;
+		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+			struct uslub_cache *c = &uslub_caches[i];
+			/* Bounded: at most what the barn holds now, a sheaf at a time. */
+			for (unsigned rounds = b[i].limit / SHEAF_MAX + 2; rounds; rounds--) {
+				pthread_mutex_lock(&b[i].lock);
+				unsigned n = b[i].count < SHEAF_MAX ? b[i].count : SHEAF_MAX;
+				memcpy(batch, &b[i].objects[b[i].count - n], n * sizeof(void *));
+				__atomic_store_n(&b[i].count, b[i].count - n, __ATOMIC_RELAXED);
+				pthread_mutex_unlock(&b[i].lock);
+				if (!n)
+					break;
+				flush_objects(c, &uslub_empty_thread, batch, n);
+				__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_FLUSH], n,
+						   __ATOMIC_RELAXED);
 			}
 		}
+	}
+}
+
+void uslub_barns_lock_all(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			pthread_mutex_lock(&b[i].lock);
+	}
+}
+
+void uslub_barns_unlock_all(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			pthread_mutex_unlock(&b[i].lock);
+	}
+}
+
+void uslub_barns_reinit_locks(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			pthread_mutex_init(&b[i].lock, NULL);
 	}
 }

@@ -160,7 +160,7 @@
 #include <string.h>
 
 struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
-uint64_t uslub_class_magic[USLUB_NR_CLASSES];
+uint64_t uslub_class_magic[256];
 struct uslub_keys uslub_keys;
 
 void *uslub_slab_next_free(const struct uslub_cache *c, void *object)

@@ -1,6 +1,6 @@
 /* The fast paths, inline so each reads top to bottom on one screen. Anything that is not
- * "pop the thread's freelist" or "push onto a slab this thread holds" goes to one
- * out-of-line call in slab.c. */
+ * "pop the thread's sheaf" or "push onto it" goes to one out-of-line call (sheaf.c,
+ * alloc.c, free.c). */
 #ifndef USLUB_SLAB_H
 #define USLUB_SLAB_H
 
@@ -22,10 +22,9 @@ void *uslub_slab_next_free(const struct uslub_cache *c, void *object);
  * the slab's owner, every free list; false with the reason in *why. */
 bool uslub_slab_is_valid(struct page_desc *s, const char **why);
 
-/* The sheaf paths, out of line so the two fast paths above them stay as short as they
- * were without sheaves (slab.c). */
-void *uslub_sheaf_alloc(struct cache_cpu *cc, size_t size);
-void uslub_sheaf_free(void *p, struct page_desc *s);
+/* The sheaf's slow paths (sheaf.c): a free into a full sheaf (or a cache without one),
+ * and malloc's refill is uslub_slab_alloc_slow. */
+void uslub_sheaf_overflow(void *p, struct page_desc *s);
 
 /* An object popped from a thread freelist lies outside the slab: its free pointer was
  * overwritten (slab.c, section 7). */
@@ -33,57 +32,50 @@ __attribute__((noreturn)) void uslub_freelist_corrupt(struct cache_cpu *cc, void
 /* free of an object already free (its mark says so): reported, the program stops. */
 __attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
 
+/* malloc: the top of the thread's sheaf of the size's cache. An empty sheaf (also every
+ * sheaf of a thread without state, and of a debug cache) sends malloc to the refill. */
 static inline void *uslub_malloc_inline(size_t size)
 {
 	if (likely(size <= USLUB_MAX_SMALL)) {
 		struct cache_cpu *cc = &uslub_tls_thread->cpu[uslub_size_to_class(size)];
-		void *object = cc->freelist;
-		if (likely(object)) {
-			uintptr_t bits = cc->slab_bits;
-			if (unlikely(((uintptr_t)object ^ bits) >> (bits & 63)))
-				uslub_freelist_corrupt(cc, object);
-			cc->freelist = link_get(object);
+		unsigned n = cc->sheaf_count;
+		if (likely(n)) {
+			void *object = cc->sheaf[n - 1];
+			cc->sheaf_count = (uint16_t)(n - 1);
 			mark_allocated(object);
 			uslub_stat(cc, ALLOC_FASTPATH);
 			return object;
 		}
-		return uslub_sheaf_alloc(cc, size);
 	}
 	return uslub_slab_alloc_slow(size);
 }
 
-/* A free into a slab this thread holds (its current slab or one on its partial list) is a
- * push onto the slab's local list; an object of any other slab goes into the thread's
- * sheaf of its cache while there is room (uslub_sheaf_free). Neither takes an atomic. The
- * pointer must be an object's start inside its slab - one 64x64-bit multiply by the
- * class's magic tells (Lemire's test; internal.h) - and not already free: every free
- * object carries its mark, whichever list or sheaf it is on (slab.c, section 7). */
+/* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
+ * whichever thread holds that slab - no atomic, no slab touched. The pointer must be an
+ * object's start inside a slab - one 64x64-bit multiply by the class's magic tells
+ * (Lemire's test; internal.h), and a large block or thread state has class CLS_NONE,
+ * whose magic fails it - and not already free: every free object carries its mark,
+ * whichever list, sheaf or barn it is on (slab.c, section 7). */
 static inline void uslub_free_inline(void *p)
 {
-	struct uslub_thread *t = uslub_tls_thread;
 	struct page_desc *s = block_of(p);
-	if (likely(s)) {
-		if (plain_object_at(s, p)) {
-			/* The local list is read only once the slab is known to be ours: its
-			 * owner writes it without atomics. Only a slab has an owner, so the
-			 * mark is looked at in slab objects only. */
-			if (likely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t)) {
-				/* The keys are read before the stores into p, which the
-				 * compiler cannot tell apart from them. */
-				uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
-				uintptr_t key = link_key(p);
-				if (unlikely(((uintptr_t *)p)[1] == mark))
-					uslub_double_free(p, s);
-				((uintptr_t *)p)[0] = (uintptr_t)s->local_free ^ key;
-				((uintptr_t *)p)[1] = mark;
-				s->local_free = p;
-				s->local_count++;
-				uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
-				return;
-			}
-			uslub_sheaf_free(p, s);
+	if (likely(s) && likely(plain_object_at(s, p))) {
+		struct cache_cpu *cc = &uslub_tls_thread->cpu[s->cls];
+		/* The key is read before the stores into p, which the compiler cannot tell
+		 * apart from it. */
+		uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
+		unsigned n = cc->sheaf_count;
+		if (unlikely(((uintptr_t *)p)[1] == mark))
+			uslub_double_free(p, s);
+		if (likely(n < cc->sheaf_cap)) {
+			((uintptr_t *)p)[1] = mark;
+			cc->sheaf[n] = p;
+			cc->sheaf_count = (uint16_t)(n + 1);
+			uslub_stat(cc, FREE_FASTPATH);
 			return;
 		}
+		uslub_sheaf_overflow(p, s);
+		return;
 	}
 	uslub_free_slow(p, s);
 }
@@ -203,6 +195,21 @@ struct page_desc *uslub_get_partial(struct uslub_cache *c, struct uslub_thread *
 				    struct cache_cpu *cc, void **fl);
 void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
 			    struct uslub_thread *t);
-void uslub_sheaf_return(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
+/* The same for `count` free objects of s linked from head to tail (their links set, their
+ * marks on): one compare-and-swap for all of them (kmem_cache_free_bulk's detached
+ * freelist). */
+void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *head, void *tail,
+			   unsigned count, struct uslub_thread *t);
+/* An object for a thread whose sheaf of cls is empty: the barn's, else the slab layer's
+ * (alloc.c), with the sheaf refilled on the way. */
+void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls);
+/* The thread's slab layer (alloc.c's ___slab_alloc): one object, the rest of a freelist
+ * left in cc->freelist. */
+void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls);
+/* Every barn's objects back to their slabs (malloc_trim, thread exit of the last user). */
+void uslub_barns_flush(void);
+void uslub_barns_lock_all(void);
+void uslub_barns_unlock_all(void);
+void uslub_barns_reinit_locks(void);
 
 #endif

@@ -36,7 +36,7 @@
 
 const char *const uslub_stat_names[USLUB_NR_STATS] = {
 #define X(id, name) #name,
-    USLUB_STAT_ITEMS(X)
+    USLUB_STAT_ITEMS(X) USLUB_CACHE_STAT_ITEMS(X)
 #undef X
 };
 
@@ -138,14 +138,23 @@ static void read_counters(struct snap *s)
 			if (t != &uslub_orphan_thread)
 				s->threads++;
 			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-				for (unsigned k = 0; k < USLUB_NR_STATS; k++)
+				for (unsigned k = 0; k < USLUB_NR_THREAD_STATS; k++)
 					s->c[i].stat[k] += load(&t->cpu[i].stat[k]);
 		}
 		urcu_bp_read_unlock();
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&uslub_fold_seq, memory_order_relaxed) == seq ||
 		    tries >= 1000)
-			return;
+			break;
+	}
+	/* In a cache with sheaves every fast-path operation is a sheaf operation: the two
+	 * counters older dumps had are derived, not counted twice on the fast path. */
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		bool sheaves = uslub_caches[i].sheaf_capacity != 0;
+		s->c[i].stat[USLUB_STAT_ALLOC_SHEAF] =
+		    sheaves ? s->c[i].stat[USLUB_STAT_ALLOC_FASTPATH] : 0;
+		s->c[i].stat[USLUB_STAT_FREE_SHEAF] =
+		    sheaves ? s->c[i].stat[USLUB_STAT_FREE_FASTPATH] : 0;
 	}
 }
 

@@ -13,10 +13,10 @@
 
 /* clang-format off: a table, aligned by hand */
 #define USLUB_STAT_ITEMS(X)                                                                        \
-	X(ALLOC_FASTPATH, alloc_fastpath)	    /* served from the thread's freelist */        \
+	X(ALLOC_FASTPATH, alloc_fastpath)	    /* served from the thread's sheaf */           \
 	X(ALLOC_SLOWPATH, alloc_slowpath)	    /* freelist empty: took the slow path */       \
-	X(FREE_FASTPATH, free_fastpath)		    /* freed into a slab this thread holds */      \
-	X(FREE_SLOWPATH, free_slowpath)		    /* freed with a compare-and-swap */            \
+	X(FREE_FASTPATH, free_fastpath)		    /* freed into the thread's sheaf */            \
+	X(FREE_SLOWPATH, free_slowpath)		    /* sheaf full (or off): the slow path */       \
 	X(FREE_FROZEN, free_frozen)		    /* ... into a slab another thread holds */     \
 	X(FREE_ADD_PARTIAL, free_add_partial)	    /* a full slab went to the node list */        \
 	X(FREE_REMOVE_PARTIAL, free_remove_partial) /* an empty slab left the node list */         \
@@ -39,16 +39,29 @@
 	X(CPU_PARTIAL_FREE, cpu_partial_free)	    /* a free put a full slab on it */             \
 	X(CPU_PARTIAL_NODE, cpu_partial_node)	    /* slabs moved node -> thread partial */       \
 	X(CPU_PARTIAL_DRAIN, cpu_partial_drain)	    /* thread partial list drained to node */      \
-	X(ALLOC_SHEAF, alloc_sheaf)		    /* ... of those: from the thread's sheaf */    \
-	X(FREE_SHEAF, free_sheaf)		    /* another slab's object kept in the sheaf */  \
 	X(SHEAF_FLUSH, sheaf_flush)		    /* sheaf objects sent back to their slabs */   \
+	X(SHEAF_REFILL, sheaf_refill)		    /* sheaf filled from the thread's slab */      \
+	X(BARN_GET_FAIL, barn_get_fail)		    /* sheaf empty, and the barn too */            \
 	X(SAMPLE_REQUESTS, sample_requests)	    /* slow-path allocations whose size ... */     \
 	X(SAMPLE_REQUESTED_BYTES, sample_requested_bytes) /* ... was recorded: their sum */
+/* Counted per cache only, never per thread (cache_cpu has no room for them): the barn's,
+ * counted under its lock or with an atomic add, and two kept for the dump's readers. */
+#define USLUB_CACHE_STAT_ITEMS(X)                                                                  \
+	X(ALLOC_SHEAF, alloc_sheaf)	/* = alloc_fastpath: the sheaf is the fast path */         \
+	X(FREE_SHEAF, free_sheaf)	/* = free_fastpath */                                      \
+	X(BARN_GET, barn_get)		/* a full sheaf taken from the node's barn */              \
+	X(BARN_PUT, barn_put)		/* a full sheaf left in the barn */                        \
+	X(BARN_PUT_FAIL, barn_put_fail) /* ... the barn was full: flushed to the slabs */          \
+	X(BARN_FLUSH, barn_flush)	/* barn objects sent back to their slabs (trim) */
 /* clang-format on */
 
 enum uslub_stat_item {
 #define X(id, name) USLUB_STAT_##id,
 	USLUB_STAT_ITEMS(X)
+	/* cache_cpu's counters end here */
+	USLUB_NR_THREAD_STATS,
+	USLUB_STAT_CACHE_FIRST = USLUB_NR_THREAD_STATS - 1,
+	USLUB_CACHE_STAT_ITEMS(X)
 #undef X
 	    USLUB_NR_STATS
 };

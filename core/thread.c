@@ -150,6 +150,7 @@ struct uslub_thread *uslub_thread_create(void)
 	for (size_t i = 1; i < (1UL << order); i++)
 		d[i].head = d;
 	__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
+	d->cls = CLS_NONE;
 	d->order = (uint8_t)order;
 	d->head = d;
 	struct uslub_thread *t = page_address(d);
@@ -180,7 +181,7 @@ void uslub_stats_fold(struct uslub_thread *t)
 	pthread_mutex_lock(&uslub_stat_lock);
 	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_acq_rel);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-		for (unsigned k = 0; k < USLUB_NR_STATS; k++) {
+		for (unsigned k = 0; k < USLUB_NR_THREAD_STATS; k++) {
 			__atomic_fetch_add(&uslub_caches[i].stat[k], t->cpu[i].stat[k],
 					   __ATOMIC_RELAXED);
 			__atomic_store_n(&t->cpu[i].stat[k], 0, __ATOMIC_RELAXED);

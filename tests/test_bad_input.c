@@ -28,6 +28,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -296,15 +297,33 @@ static void case_realloc_freed(void)
 	FREE(q);
 }
 
-/* A use after free that overwrites the free pointer with the address of a global: the
- * next allocations must not hand out the global (glibc's safe-linking catches this). */
+/* A use after free that overwrites free pointers with the address of a global: the next
+ * allocations must not hand out the global (glibc's safe-linking catches this). Under
+ * uslub a freed object waits in the thread's sheaf, an array outside the object, so its
+ * first word is never read; so every free object of a fresh slab is overwritten too, and
+ * those still on the thread's freelist, whose links the sheaf's refill reads, must be
+ * caught there. */
 static void case_steer_freelist(void)
 {
 	struct uslub_cache_info ci;
 	plain_cache("kmalloc-64", 64, &ci);
-	void *p = MALLOC(64);
-	if (p == NULL)
-		_exit(3);
+	uintptr_t bytes = (uintptr_t)4096 << ci.order;
+	void *p = NULL, *prev = NULL;
+	/* The first object of a new slab: every other object of it is free. */
+	for (unsigned i = 0; i < 100000; i++) {
+		p = MALLOC(64);
+		if (p == NULL)
+			_exit(3);
+		if (!ci.objects_per_slab || (i > 64 && ((uintptr_t)p ^ (uintptr_t)prev) >= bytes))
+			break;
+		prev = p;
+	}
+	uintptr_t base = (uintptr_t)p & ~(bytes - 1);
+	for (unsigned i = 0; i < ci.objects_per_slab; i++) {
+		void *o = (void *)(base + (uintptr_t)i * 64);
+		if (o != p)
+			*(void *volatile *)tu_opaque(o) = global_buffer;
+	}
 	FREE(p);
 	void *volatile *slot = tu_opaque(p);
 	*slot = global_buffer;

@@ -4,9 +4,9 @@
  * remote list; the thread partial list stays within cpu_partial_slabs, spilling to the
  * node list; an empty slab goes back to the page allocator once the node keeps
  * min_partial; an exiting thread lets go of every slab it held. Those run with the sheaves
- * closed; then the sheaves: another slab's object freed into the thread's sheaf without
- * touching the slab, handed out again from it, the overflow taking the slab way, and the
- * sheaf flushed back by malloc_trim and by thread exit, each object counted once. */
+ * closed; then the sheaves: frees into the thread's sheaf without touching the slab, a
+ * full sheaf left in the barn and taken back by an empty one, a full barn sending sheaves
+ * back to their slabs, and malloc_trim and thread exit flushing, each free counted once. */
 #include "check.h"
 #include "internal.h"
 #include "test_util.h"
@@ -268,10 +268,20 @@ static void *free_and_exit(void *arg)
 	return NULL;
 }
 
+static struct barn *my_barn(unsigned k)
+{
+	struct barn *b = uslub_barns[uslub_tls_thread->node];
+	return b ? &b[k] : NULL;
+}
+
+static uint64_t cache_stat(unsigned k, enum uslub_stat_item item)
+{
+	return __atomic_load_n(&uslub_caches[k].stat[item], __ATOMIC_RELAXED);
+}
+
 static void sheaves(void)
 {
-	/* kmalloc-192: a class this thread has not touched, so its freelist is empty and an
-	 * allocation looks at the sheaf. */
+	/* kmalloc-192: a class this thread has not touched, so it holds no slab of it. */
 	const size_t size = 192;
 	unsigned k = uslub_size_to_class(size);
 	if (uslub_caches[k].debug) {
@@ -281,10 +291,10 @@ static void sheaves(void)
 	struct cache_cpu *cc = &uslub_tls_thread->cpu[k];
 	unsigned cap = cc->sheaf_cap;
 	CHECKF(cap > 0 && cap <= SHEAF_MAX, "kmalloc-192 sheaf capacity %u", cap);
-	CHECKF(cc->freelist == NULL && cc->sheaf_count == 0, "nothing cached for kmalloc-192");
+	CHECKF(cc->freelist == NULL && cc->sheaf_count == 0 && cc->slab == NULL,
+	       "nothing cached for kmalloc-192");
 
-	/* One object from each of cap + 5 slabs, which no thread holds: the free fast path
-	 * sends two objects of one page in a row to the slab, not to the sheaf. */
+	/* One object from each of cap + 5 slabs, which no thread holds. */
 	struct batch *b = foreign_objects(size, 4096);
 	void *pick[SHEAF_MAX + 5];
 	unsigned npick = 0;
@@ -295,78 +305,80 @@ static void sheaves(void)
 	uint64_t live0 = live_checked();
 	struct page_desc *s0 = slab_of(pick[0]);
 	uint32_t inuse0 = w_inuse(atomic_load(&s0->word));
-	uint64_t ff = cc->stat[USLUB_STAT_FREE_FASTPATH], fs = cc->stat[USLUB_STAT_FREE_SHEAF];
-	uint64_t fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
-	for (unsigned i = 0; i < npick; i++)
+	uint64_t ff = cc->stat[USLUB_STAT_FREE_FASTPATH], fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
+	uint64_t put = cache_stat(k, USLUB_STAT_BARN_PUT);
+	for (unsigned i = 0; i < cap; i++)
 		uslub_free(pick[i]);
 	CHECKF(cc->sheaf_count == cap, "sheaf filled to its capacity (%u of %u)", cc->sheaf_count,
 	       cap);
 	CHECKF(cc->sheaf[cap - 1] == pick[cap - 1], "in the order freed");
 	CHECKF(w_inuse(atomic_load(&s0->word)) == inuse0 && s0->owner == NULL,
 	       "a sheaf free leaves its slab alone");
-	CHECKF(cc->stat[USLUB_STAT_FREE_SHEAF] == fs + cap, "free_sheaf counted %u",
-	       (unsigned)(cc->stat[USLUB_STAT_FREE_SHEAF] - fs));
 	CHECKF(cc->stat[USLUB_STAT_FREE_FASTPATH] == ff + cap, "sheaf frees are fast-path frees");
-	CHECKF(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl + 5, "the overflow went to the slabs");
-	CHECKF(live_checked() == live0 - cap - 5, "sheaf objects are not live");
+	/* The next free finds the sheaf full: the sheaf goes to the barn whole. */
+	for (unsigned i = cap; i < npick; i++)
+		uslub_free(pick[i]);
+	CHECKF(cc->sheaf_count == 5 && cc->sheaf[0] == pick[cap], "a new sheaf started");
+	CHECKF(my_barn(k) && my_barn(k)->count == cap, "the full sheaf is in the barn (%u)",
+	       my_barn(k) ? my_barn(k)->count : 0);
+	CHECKF(cache_stat(k, USLUB_STAT_BARN_PUT) == put + 1, "barn_put counted");
+	CHECKF(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl + 1, "one free took the slow path");
+	CHECKF(w_inuse(atomic_load(&s0->word)) == inuse0, "the barn leaves the slab alone");
+	CHECKF(live_checked() == live0 - cap - 5, "sheaf and barn objects are not live");
 
-	/* Last in, first out, before any slab is looked at. */
-	uint64_t as = cc->stat[USLUB_STAT_ALLOC_SHEAF], af = cc->stat[USLUB_STAT_ALLOC_FASTPATH];
-	void *p = uslub_malloc(size);
-	CHECKF(p == pick[cap - 1], "the last object freed comes back first");
-	CHECKF(cc->stat[USLUB_STAT_ALLOC_SHEAF] == as + 1 &&
-		   cc->stat[USLUB_STAT_ALLOC_FASTPATH] == af + 1,
-	       "alloc_sheaf and alloc_fastpath counted");
-	CHECKF(cc->slab == NULL, "no slab taken for it");
-	uslub_free(p);
-	CHECKF(cc->sheaf_count == cap && cc->sheaf[cap - 1] == p, "freed back into the sheaf");
+	/* Last in, first out; an empty sheaf takes a full one from the barn, and no slab is
+	 * looked at. */
+	uint64_t af = cc->stat[USLUB_STAT_ALLOC_FASTPATH], as = cc->stat[USLUB_STAT_ALLOC_SLOWPATH];
+	uint64_t get = cache_stat(k, USLUB_STAT_BARN_GET);
+	void *got[SHEAF_MAX + 5];
+	for (unsigned i = 0; i < 6; i++)
+		got[i] = uslub_malloc(size);
+	CHECKF(got[0] == pick[cap + 4] && got[4] == pick[cap], "the last freed comes back first");
+	CHECKF(got[5] == pick[cap - 1], "then the barn's sheaf, its top first");
+	CHECKF(cc->stat[USLUB_STAT_ALLOC_FASTPATH] == af + 5 &&
+		   cc->stat[USLUB_STAT_ALLOC_SLOWPATH] == as + 1,
+	       "alloc_fastpath and alloc_slowpath counted");
+	CHECKF(cache_stat(k, USLUB_STAT_BARN_GET) == get + 1 && my_barn(k)->count == 0,
+	       "barn_get counted, the barn empty");
+	CHECKF(cc->sheaf_count == cap - 1, "the sheaf holds the rest (%u)", cc->sheaf_count);
+	CHECKF(cc->slab == NULL, "no slab taken");
+	for (unsigned i = 0; i < 6; i++)
+		uslub_free(got[i]);
+	CHECKF(live_checked() == live0 - cap - 5, "all free again");
 
-	/* malloc_trim sends the sheaf back; the frees are not counted twice. */
+	/* The rest of the batch: the barn fills to its limit, and the sheaves that find it
+	 * full go back to their slabs, sorted, one compare-and-swap per slab. */
 	uint64_t flush = cc->stat[USLUB_STAT_SHEAF_FLUSH];
-	fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
-	uint64_t in_use = 0;
-	struct uslub_totals tot;
-	uslub_get_totals(&tot);
-	in_use = tot.in_use;
-	uslub_malloc_trim(0);
-	CHECKF(cc->sheaf_count == 0, "malloc_trim emptied the sheaf");
-	CHECKF(cc->stat[USLUB_STAT_SHEAF_FLUSH] == flush + cap, "sheaf_flush counted");
-	CHECKF(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl, "flushed objects not counted as frees");
-	uslub_get_totals(&tot);
-	CHECKF(tot.in_use == in_use, "in_use unchanged by the flush");
-	CHECKF(live_checked() == live0 - cap - 5, "flushed objects are free in their slabs");
-
-	/* Two objects of one page in a row: the first waits in the sheaf, the second finds
-	 * its slab full and freezes it for this thread (put_cpu_partial), and the slab takes
-	 * the first back onto its local list. */
-	void *x = NULL, *y = NULL;
-	for (unsigned i = 1; i < b->n && !x; i++) {
-		struct page_desc *sx = slab_of(b->objs[i]);
-		if (((uintptr_t)b->objs[i] ^ (uintptr_t)b->objs[i - 1]) < 4096 &&
-		    sx == slab_of(b->objs[i - 1]) && sx->owner == NULL &&
-		    w_inuse(atomic_load(&sx->word)) == sx->objects)
-			x = b->objs[i - 1], y = b->objs[i];
-	}
-	CHECKF(x != NULL, "two objects of one page in a full slab");
-	if (x) {
-		struct page_desc *sx = slab_of(x);
-		flush = cc->stat[USLUB_STAT_SHEAF_FLUSH];
-		uslub_free(x);
-		CHECKF(cc->sheaf_count == 1 && cc->sheaf[0] == x, "the first went into the sheaf");
-		uslub_free(y);
-		CHECKF(cc->sheaf_count == 0, "the second took the first back out");
-		CHECKF(sx->owner == uslub_tls_thread && frozen(sx), "the slab is frozen for us");
-		CHECKF(sx->local_free == x && sx->local_count == 1, "x on its local list");
-		CHECKF(cc->stat[USLUB_STAT_SHEAF_FLUSH] == flush + 1, "sheaf_flush counted");
-		CHECKF(live_checked() == live0 - cap - 7, "both are free");
-	}
+	unsigned freed = 0;
 	for (unsigned i = 0; i < b->n; i++) {
-		bool freed = b->objs[i] == x || b->objs[i] == y;
-		for (unsigned j = 0; j < npick && !freed; j++)
-			freed = b->objs[i] == pick[j];
-		if (!freed)
+		bool picked = false;
+		for (unsigned j = 0; j < npick && !picked; j++)
+			picked = b->objs[i] == pick[j];
+		if (!picked) {
 			uslub_free(b->objs[i]);
+			freed++;
+		}
 	}
+	CHECKF(my_barn(k)->count == my_barn(k)->limit && my_barn(k)->limit % cap == 0 &&
+		   my_barn(k)->limit >= BARN_MIN_SHEAVES * cap,
+	       "the barn is full (%u of %u)", my_barn(k)->count, my_barn(k)->limit);
+	CHECKF(cache_stat(k, USLUB_STAT_BARN_PUT_FAIL) > 0, "barn_put_fail counted");
+	CHECKF(cc->stat[USLUB_STAT_SHEAF_FLUSH] - flush ==
+		   (uint64_t)freed + cap + 5 - cc->sheaf_count - my_barn(k)->count,
+	       "every object not in the sheaf or the barn was flushed to its slab");
+	CHECKF(live_checked() == live0 - cap - 5 - freed,
+	       "flushed objects are free in their slabs");
+
+	/* malloc_trim sends the sheaf and the barn back; nothing is counted as a free again. */
+	fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
+	uint64_t barn_flush = cache_stat(k, USLUB_STAT_BARN_FLUSH);
+	unsigned in_barn = my_barn(k)->count;
+	uslub_malloc_trim(0);
+	CHECKF(cc->sheaf_count == 0 && my_barn(k)->count == 0,
+	       "malloc_trim emptied the sheaf and the barn");
+	CHECKF(cache_stat(k, USLUB_STAT_BARN_FLUSH) == barn_flush + in_barn, "barn_flush counted");
+	CHECKF(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl, "flushed objects not counted as frees");
+	CHECKF(live_checked() == live0 - cap - 5 - freed, "the batch is free in its slabs");
 	free(b);
 
 	/* An exiting thread's sheaf goes back to the slabs with it. */
@@ -376,8 +388,10 @@ static void sheaves(void)
 	pthread_create(&t, NULL, free_and_exit, b);
 	pthread_join(t, NULL);
 	CHECKF(live_checked() == live0 - 8, "an exited thread's sheaf objects are free");
-	for (unsigned i = 0; i < 8; i++)
-		CHECKF(slab_of(b->objs[i])->owner == NULL, "no slab names the exited thread");
+	for (unsigned i = 0; i < 8; i++) {
+		struct page_desc *s = slab_of(b->objs[i]); /* NULL: the slab went back */
+		CHECKF(s == NULL || s->owner == NULL, "no slab names the exited thread");
+	}
 	free(b);
 
 	/* A large block is not a slab object, whatever class its descriptor once had. */
