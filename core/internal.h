@@ -314,7 +314,10 @@ static inline bool plain_object_at(const struct page_desc *s, const void *p)
 struct cache_cpu {
 	uint16_t sheaf_count; /* objects in sheaf[] */
 	uint16_t sheaf_cap;   /* 0 for threads without state and for debug caches */
-	uint32_t nr_partial;
+	uint16_t nr_partial;
+	/* Refills served from the node's shared slabs before the thread holds a slab of
+	 * this cache (sheaf.c): a thread that allocates a few objects costs no slab. */
+	uint16_t shared_refills;
 	void *freelist;		   /* objects of `slab`, taken without atomics */
 	struct page_desc *slab;	   /* frozen by this thread */
 	struct page_desc *partial; /* more slabs frozen by this thread */

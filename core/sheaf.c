@@ -155,6 +155,86 @@ static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **
 
 /* ---- the sheaf's slow paths ------------------------------------------------------- */
 
+/* Refills of a thread's first objects of a cache come from slabs the node shares, a few
+ * objects at a time (1, 2, 4), before the thread takes a slab of its own: a thread that
+ * allocates a dozen small blocks of different sizes then costs a dozen objects, not a
+ * slab per cache (the kernel's per-CPU slab has no such cost: a CPU is never idle for
+ * long with one; a thread may be). */
+#define SHARED_REFILLS 3
+
+/* Up to `want` free objects off the remote list of s, an unfrozen slab on the node's
+ * partial list, under the node's list_lock: only list_lock holders take from such a list
+ * (frees only push onto it), so the walk's snapshot stays valid until the compare-and-swap
+ * that detaches it, which a concurrent push makes retry. Returns how many, in dst. */
+static unsigned take_shared(struct uslub_cache *c, struct cache_node *n, struct page_desc *s,
+			    void **dst, unsigned want)
+{
+	char *base = page_address(s);
+	uint64_t old = atomic_load_explicit(&s->word, memory_order_acquire);
+	for (;;) {
+		void *p = decode(w_head(old), base);
+		unsigned k = 0;
+		while (p && k < want) {
+			dst[k++] = p;
+			p = get_next_checked(c, s, p);
+		}
+		if (!k)
+			break;
+		uint64_t new = w_make(encode(p, base), w_inuse(old) + k, 0);
+		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new, memory_order_acquire,
+							  memory_order_acquire)) {
+			if (!p)
+				remove_partial(n, s); /* full now */
+			return k;
+		}
+	}
+	remove_partial(n, s); /* nothing free on it: not a partial slab */
+	return 0;
+}
+
+/* A refill for a thread that holds no slab of the cache: from the first slab of the
+ * node's partial list, or a new slab that goes onto that list with what the thread does
+ * not take. With several nodes, other nodes' partial slabs come before a new slab, as the
+ * ordinary refill searches them (get_any_partial). NULL when there is no memory. */
+static void *refill_shared(struct uslub_thread *t, struct uslub_cache *c, struct cache_cpu *cc,
+			   unsigned want)
+{
+	struct cache_node *n = &c->node[t->node];
+	unsigned k = 0;
+	if (__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&n->list_lock);
+		if (n->nr_partial) {
+			struct page_desc *s =
+			    cds_list_first_entry(&n->partial, struct page_desc, list);
+			k = take_shared(c, n, s, cc->sheaf, want);
+		}
+		pthread_mutex_unlock(&n->list_lock);
+		if (k)
+			uslub_stat(cc, ALLOC_FROM_PARTIAL);
+	}
+	if (!k && uslub_nr_nodes > 1)
+		return uslub_alloc_refill(t, c->cls); /* other nodes first: get_any_partial */
+	if (!k) {
+		void *fl;
+		struct page_desc *s = uslub_new_slab(c, t, cc, &fl);
+		if (!s)
+			return NULL;
+		while (fl && k < want) {
+			cc->sheaf[k++] = fl;
+			fl = get_next_checked(c, s, fl);
+		}
+		/* The rest is the node's, as the local list of a slab let go at once. */
+		s->local_free = fl;
+		s->local_count = (uint16_t)(s->objects - k);
+		uslub_deactivate_slab(c, s, NULL, t);
+	}
+	void *object = cc->sheaf[k - 1];
+	cc->sheaf_count = (uint16_t)(k - 1);
+	mark_allocated(object);
+	uslub_stat(cc, ALLOC_SLOWPATH);
+	return object;
+}
+
 /* The thread's sheaf of cls is empty: a full sheaf from the barn, else the thread's slab
  * layer, whose freelist then fills the sheaf. The object returned is counted as a slow
  * allocation; the sheaf's are counted as they are popped. */
@@ -174,6 +254,10 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
 		return object;
 	}
 	uslub_stat(cc, BARN_GET_FAIL);
+	if (!cc->slab && !cc->freelist && cc->shared_refills < SHARED_REFILLS) {
+		unsigned want = 1u << cc->shared_refills++;
+		return refill_shared(t, c, cc, want < cap ? want : cap);
+	}
 	if (cc->freelist) {
 		object = cc->freelist;
 		cc->freelist = get_next_checked(c, cc->slab, object);

@@ -38,6 +38,7 @@ static inline void *uslub_malloc_inline(size_t size)
 {
 	if (likely(size <= USLUB_MAX_SMALL)) {
 		struct cache_cpu *cc = &uslub_tls_thread->cpu[uslub_size_to_class(size)];
+		__asm__("" : "+r"(cc)); /* as in free, below */
 		unsigned n = cc->sheaf_count;
 		if (likely(n)) {
 			void *object = cc->sheaf[n - 1];
@@ -61,6 +62,9 @@ static inline void uslub_free_inline(void *p)
 	struct page_desc *s = block_of(p);
 	if (likely(s) && likely(plain_object_at(s, p))) {
 		struct cache_cpu *cc = &uslub_tls_thread->cpu[s->cls];
+		/* One register for cc, so the stores below address it directly instead of
+		 * recomputing thread + class offsets (5 instructions fewer, GCC 12). */
+		__asm__("" : "+r"(cc));
 		/* The key is read before the stores into p, which the compiler cannot tell
 		 * apart from it. */
 		uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;

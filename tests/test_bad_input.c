@@ -345,10 +345,18 @@ static void case_steer_freelist(void)
 static void *smash_freelist(void *arg)
 {
 	struct uslub_cache_info *ci = arg;
-	unsigned char *a = MALLOC(64);
-	if (a == NULL)
-		_exit(3);
 	uintptr_t bytes = (uintptr_t)4096 << ci->order;
+	/* The first object of a slab of the thread's own (its first few objects come from
+	 * shared slabs): the rest of the slab is on its freelist and in its sheaf. */
+	unsigned char *a = NULL, *prev = NULL;
+	for (unsigned i = 0; i < 100000; i++) {
+		a = MALLOC(64);
+		if (a == NULL)
+			_exit(3);
+		if (i > 64 && ((uintptr_t)a ^ (uintptr_t)prev) >= bytes)
+			break;
+		prev = a;
+	}
 	uintptr_t base = (uintptr_t)a & ~(bytes - 1);
 	for (unsigned i = 0; i < ci->objects_per_slab; i++) {
 		void *volatile *o = tu_opaque((void *)(base + (uintptr_t)i * 64));
