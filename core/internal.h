@@ -344,6 +344,7 @@ struct barn {
 	pthread_mutex_t lock;
 	uint32_t count; /* objects held */
 	uint32_t limit; /* a whole number of the cache's sheaves */
+	uint32_t low;	/* fewest objects held since the last decay: those sat unused */
 	void **objects; /* `limit` slots, in the same block of pages */
 };
 /* Every cache's barn of node `node`, or NULL before the node's first barn_put. */

@@ -6,6 +6,7 @@
 #include "slab.h"
 
 #include <string.h>
+#include <time.h>
 
 struct barn *uslub_barns[MAX_NODES];
 
@@ -57,6 +58,7 @@ static struct barn *barns_of(unsigned node)
 			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 				pthread_mutex_init(&b[i].lock, NULL);
 				b[i].count = 0;
+				b[i].low = 0;
 				b[i].limit = barn_limit(&uslub_caches[i]);
 				b[i].objects = slots;
 				slots += b[i].limit;
@@ -102,6 +104,8 @@ static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsig
 			n = b->count < want ? b->count : want;
 			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
 			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+			if (b->count < b->low)
+				b->low = b->count;
 			pthread_mutex_unlock(&b->lock);
 		}
 	}
@@ -245,6 +249,7 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
 	unsigned cap = cc->sheaf_cap, n;
 	void *object;
 
+	uslub_barns_decay();
 	n = barn_get(c, t->node, cc->sheaf, cap);
 	if (n) {
 		object = cc->sheaf[n - 1];
@@ -300,6 +305,7 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 		uslub_free_slow(p, s);
 		return;
 	}
+	uslub_barns_decay();
 	if (!barn_put(c, t->node, cc->sheaf, n)) {
 		flush_objects(c, t, cc->sheaf, n);
 		uslub_stat_add(cc, SHEAF_FLUSH, n);
@@ -353,6 +359,58 @@ void uslub_barns_flush(void)
 						   __ATOMIC_RELAXED);
 			}
 		}
+	}
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The bottom of a barn is what was put there longest ago; the top is what threads take.
+ * `low` objects were not taken for a whole period: they go, a sheaf's worth at a time from
+ * the bottom, the rest moved down, so no barn stays locked over the slab work. */
+static void barn_decay(struct uslub_cache *c, struct barn *b)
+{
+	void *batch[SHEAF_MAX];
+	pthread_mutex_lock(&b->lock);
+	uint32_t old = b->low < b->count ? b->low : b->count;
+	b->low = b->count - old;
+	pthread_mutex_unlock(&b->lock);
+	while (old) {
+		pthread_mutex_lock(&b->lock);
+		unsigned n = old < SHEAF_MAX ? old : SHEAF_MAX;
+		if (n > b->count)
+			n = b->count;
+		memcpy(batch, b->objects, n * sizeof(void *));
+		memmove(b->objects, b->objects + n, (b->count - n) * sizeof(void *));
+		__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+		b->low = b->low > n ? b->low - n : 0;
+		pthread_mutex_unlock(&b->lock);
+		if (!n)
+			break;
+		flush_objects(c, &uslub_empty_thread, batch, n);
+		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_FLUSH], n, __ATOMIC_RELAXED);
+		old -= n;
+	}
+	pthread_mutex_lock(&b->lock);
+	b->low = b->count;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void uslub_barns_decay(void)
+{
+	static _Atomic uint64_t last;
+	uint64_t now = now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
+	if (now - then < BARN_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
+		return;
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
+				barn_decay(&uslub_caches[i], &b[i]);
 	}
 }
 

@@ -2,11 +2,12 @@
  *
  * 1. Overview. Every request up to 8 KiB goes to one of 32 caches (kmalloc-16 ...
  *    kmalloc-8k). A cache carves slabs - runs of 2^order pages from the page allocator -
- *    into equal objects and threads a freelist through the free ones. Each thread holds,
- *    per cache, one current slab whose freelist it pops without locks or atomics
- *    (kmem_cache_cpu), and a short list of more slabs (the kernel's per-CPU partial
- *    list). Behind those, each cache has one partial list per NUMA node behind a lock
- *    (kmem_cache_node).
+ *    into equal objects and threads a freelist through the free ones. Each thread has, per
+ *    cache, a sheaf of free objects that malloc and free use (section 6), and below it one
+ *    current slab whose freelist refills the sheaf without locks or atomics
+ *    (kmem_cache_cpu) and a short list of more slabs (the kernel's per-CPU partial list).
+ *    Behind those, each cache has one partial list per NUMA node behind a lock
+ *    (kmem_cache_node), and one barn per node.
  *
  * 2. Start-up under LD_PRELOAD. The first malloc may come from the dynamic loader, from
  *    a constructor of a library loaded before us (libnuma's calls malloc 48 times), or
@@ -46,14 +47,18 @@
  *
  * 5. Locks. The order, outermost first - thread.c's sweep lock -> liburcu's grace-period
  *    lock (synchronize_rcu) -> orphan lock -> registry lock -> stat lock -> a cache's node
- *    list_lock -> a page allocator zone's lock -> the huge-block lock. What each guards:
+ *    list_lock -> a barn's lock -> a page allocator zone's lock -> the huge-block lock.
+ *    What each guards:
  *
  *      sweep_lock (thread.c)       one reaper of dead threads' states at a time
  *      uslub_orphan_lock           the shared state of threads that have none of their own
  *      uslub_registry_lock         the registry's links (readers walk it under RCU)
  *      uslub_stat_lock             folding an exiting thread's counters into its caches
  *      cache_node.list_lock        a node's partial list, nr_partial, PF_ON_PARTIAL, and an
- *                                  unfrozen slab's moves between partial, full and freed
+ *                                  unfrozen slab's moves between partial, full and freed;
+ *                                  taking objects off a partial slab's list (sheaf.c)
+ *      barn.lock (sheaf.c)         a barn's objects and count; held for a copy only, no
+ *                                  other lock taken under it
  *      uslub_node.lock (zone)      buddy lists, region growth, release, the zone counters
  *      huge_lock (large.c)         the huge-block table and the ring of freed ones
  *
@@ -86,18 +91,50 @@
  *                                                                value
  *      uslub_keys             start-up, before the first slab    every free and pop
  *
- * 6. Sheaves (Linux 6.18's percpu sheaves, per thread here). A free of an object whose
- *    slab the thread does not hold goes, while there is room, into the thread's sheaf of
- *    that cache: a small array, no atomic, the slab untouched (the object still counts
- *    in its slab's inuse). malloc takes from the sheaf when the thread's freelist is
- *    empty, before any slab is looked at. Without it, a program whose threads free each
- *    other's objects moves a full slab to the freeing thread for almost every free (the
- *    free freezes it, the thread allocates one object from it and lets it go again).
- *    Two frees into one page in a row skip the sheaf and freeze the slab as SLUB does,
- *    and a slab frozen that way takes its objects back from the top of the sheaf
- *    (sheaf_return), so a thread freeing its own objects in order still gets SLUB's
- *    behaviour. malloc_trim and thread exit send the sheaf's objects to their slabs
- *    (uslub_sheaves_flush).
+ * 6. Sheaves and barns (Linux 6.18), and why they are the fast path. Each thread has, per
+ *    cache, a sheaf: an array of up to 28 free objects (fewer for large objects). malloc
+ *    pops it, free pushes onto it, whichever slab the object lies in and whichever thread
+ *    holds that slab; neither takes an atomic or touches a slab. The per-thread slabs of
+ *    sections 3-4 stay, one layer down: an empty sheaf is refilled from the barn, else
+ *    from the thread's slab (its freelist, then SLUB's refill order), and a full sheaf
+ *    goes to the barn, else back to its slabs. The barn is per node and cache: full
+ *    sheaves left by threads whose frees outrun their allocations, for threads of the node
+ *    whose allocations outrun their frees (up to 1 MiB of objects a cache, 8 to 36
+ *    sheaves) - one thread's surplus feeds another's demand with one lock round trip per
+ *    sheaf. A sheaf that finds the barn full goes back to its slabs in bulk
+ *    (kmem_cache_free_bulk): the objects of one slab are gathered into a detached list and
+ *    pushed with one compare-and-swap, or onto the local list when the thread holds the
+ *    slab. Sheaves are copied into and out of the barn rather than swapped (the kernel
+ *    swaps sheaf pointers): the copy is 28 words per 28 operations, and the fast paths
+ *    index an array inside cache_cpu instead of loading a sheaf pointer first.
+ *
+ *    Why: with SLUB's own fast paths - pop the thread freelist, push onto a slab the
+ *    thread holds - only frees into the thread's current or partial slabs were cheap. A
+ *    program that keeps objects for a while and frees them in an order of its own (a cache,
+ *    an index, a server's requests, glibc's thread benchmark) frees mostly into slabs it
+ *    does not hold: in the random-replacement workload 86% of frees took the earlier,
+ *    out-of-line sheaf and 14% the compare-and-swap and list moves (measured on c0c5fd2).
+ *    The alternatives: mimalloc's thread-owned pages make the owner's free to any of its
+ *    pages a plain push, but a thread then owns every slab it ever allocated from until it
+ *    exits, and frees by other threads still take an atomic each; tcmalloc's transfer
+ *    cache is the barn without the slab layer's NUMA placement. Putting the sheaf first
+ *    keeps SLUB's slabs, partial lists and node search for what they are good at - placing
+ *    and reclaiming memory - and takes them off the per-object path, as the kernel did.
+ *    Measured (callgrind, instructions per malloc+free with the harness loop; before =
+ *    c0c5fd2, then with the trust issue's hardening, now): pair 64 B 70.8, 90.2, 78;
+ *    batches of 1000 at 64 B 90.3, 114.6, 96; at 1 KiB 164.3, 195.9, 114. A first
+ *    version with a barn of 8 sheaves flushed most of a 1000-object batch back to the
+ *    slabs (217 at 64 B; an insertion sort grouping the flush cost 77 per object): the
+ *    barn is sized in bytes now, and the flush uses the kernel's three-miss lookahead.
+ *
+ *    A thread's first objects of a cache come from the node's shared partial slabs (1, 2,
+ *    then 4 objects) before it takes a slab of its own (sheaf.c): a thread that holds a
+ *    dozen small blocks costs a dozen objects, not a slab per cache. Sheaves are emptied
+ *    into their slabs by malloc_trim and at thread exit; barns by malloc_trim. Debug
+ *    caches have no sheaf, and with USLUB_SHEAVES=0 every operation takes the slab layer
+ *    (SLUB as it was, for comparison). Objects in a sheaf or a barn keep their free mark,
+ *    and the sheaf is outside the objects, so a use after free that writes a freed
+ *    object's first word steers nothing.
  *
  * 7. Bad frees and protected free pointers. A free object may sit on a thread freelist,
  *    a local list, a remote list or any thread's sheaf, and only the owner may walk the
@@ -127,16 +164,18 @@
  *    it is still the list's head, and a slab's inuse never goes below zero. *
  * 8. One request through the files (see also DESIGN.md, section 2):
  *
- *      preload/malloc.c   malloc(n) -> slab.h uslub_malloc_inline: pop the thread freelist
- *      sheaf.c            ... else the thread's sheaf of that cache
- *      alloc.c            ... else the refill: the slab's own lists, thread partial slabs,
+ *      preload/malloc.c   malloc(n) -> slab.h uslub_malloc_inline: pop the thread's sheaf
+ *      sheaf.c            ... else refill it: the node's barn, shared slabs for a new thread,
+ *                             the thread's freelist
+ *      alloc.c            ... else the slab layer: the slab's own lists, thread partial slabs,
  *      slab.c                 get_partial (node lists, other nodes by distance), new_slab
  *      page_alloc.c           -> pages: the preferred order without waiting, the minimum
  *      thread.c               order from the thread's page cache, growing a region (os.c)
  *      large.c            n > 8 KiB: a large block of pages, or a huge mapping
  *      preload/malloc.c   free(p) -> slab.h uslub_free_inline: block_of(p), one lookup, then
- *                         the owner's local list, else sheaf.c, else free.c (remote list,
- *                         large and huge blocks, bad-pointer reports)
+ *                         push onto the thread's sheaf; a full one goes to the barn or back
+ *                         to its slabs (sheaf.c, free.c's remote list); free.c also takes
+ *                         large and huge blocks and reports bad pointers
  *      api.c              realloc, the aligned family, usable size: the same lookup
  *
  *    Files by layer, each including only the ones below it: os.c, print.c, options.c,

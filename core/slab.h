@@ -212,6 +212,11 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls);
 void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls);
 /* Every barn's objects back to their slabs (malloc_trim, thread exit of the last user). */
 void uslub_barns_flush(void);
+/* Barn decay: objects a barn held for a whole period (BARN_DECAY_MS) without a thread
+ * taking them go back to their slabs, so their slabs can empty. At most once a period;
+ * called from the sheaves' slow paths and the background thread. */
+#define BARN_DECAY_MS 1000
+void uslub_barns_decay(void);
 void uslub_barns_lock_all(void);
 void uslub_barns_unlock_all(void);
 void uslub_barns_reinit_locks(void);

@@ -9,11 +9,13 @@
  * back to their slabs, and malloc_trim and thread exit flushing, each free counted once. */
 #include "check.h"
 #include "internal.h"
+#include "slab.h"
 #include "test_util.h"
 #include "uslub.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define SIZE 64
 
@@ -379,6 +381,25 @@ static void sheaves(void)
 	CHECKF(cache_stat(k, USLUB_STAT_BARN_FLUSH) == barn_flush + in_barn, "barn_flush counted");
 	CHECKF(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl, "flushed objects not counted as frees");
 	CHECKF(live_checked() == live0 - cap - 5 - freed, "the batch is free in its slabs");
+	free(b);
+
+	/* Barn decay: what a barn held for a whole period without a thread taking it goes
+	 * back to the slabs - after at most two periods, whatever the phase. */
+	b = foreign_objects(size, 2 * cap);
+	for (unsigned i = 0; i < 2 * cap; i++)
+		uslub_free(b->objs[i]);
+	CHECKF(my_barn(k)->count == cap, "a sheaf in the barn (%u)", my_barn(k)->count);
+	barn_flush = cache_stat(k, USLUB_STAT_BARN_FLUSH);
+	live0 = live_checked();
+	for (unsigned round = 0; round < 3 && my_barn(k)->count; round++) {
+		struct timespec pause = {1, 100 * 1000 * 1000};
+		nanosleep(&pause, NULL);
+		uslub_barns_decay();
+	}
+	CHECKF(my_barn(k)->count == 0, "the barn decayed (%u left)", my_barn(k)->count);
+	CHECKF(cache_stat(k, USLUB_STAT_BARN_FLUSH) == barn_flush + cap, "barn_flush counted");
+	CHECKF(live_checked() == live0, "decay frees nothing live");
+	uslub_malloc_trim(0);
 	free(b);
 
 	/* An exiting thread's sheaf goes back to the slabs with it. */
