@@ -203,6 +203,7 @@ def workloads(build, out):
                              "1 thread"),
         c("random_replace2", "the same, 2 threads each with half the live set"),
         c("prodcons1", "one thread allocates messages of 16 B-4 KiB, another frees them"),
+        c("larson_sized", "larson through C++ operator new and sized operator delete"),
     ]
     py = os.path.join(HERE, "programs", "alloc_heavy.py")
     ws.append(Workload("python3", ["/usr/bin/python3", py], ["/usr/bin/python3", py, "0.02"],

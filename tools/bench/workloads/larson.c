@@ -10,6 +10,19 @@
  * Usage: larson [SCALE]   (rounds scale; 4 threads, 4000 slots each) */
 #include "workload.h"
 
+/* larson_sized: the same server written in C++ terms - operator new and the sized operator
+ * delete (C++14), as a C++ program compiled with -fsized-deallocation calls them; the
+ * allocator's own operators if it exports them, else libstdc++'s over malloc/free. */
+#ifdef SIZED
+void *_Znwm(size_t size);	    /* operator new(std::size_t) */
+void _ZdlPvm(void *p, size_t size); /* operator delete(void *, std::size_t) */
+#define OBJ_NEW(n)	 _Znwm(n)
+#define OBJ_DELETE(p, n) _ZdlPvm(p, n)
+#else
+#define OBJ_NEW(n)	 wl_malloc(n)
+#define OBJ_DELETE(p, n) free(p)
+#endif
+
 enum {
 	THREADS = 4,
 	SLOTS = 4000,
@@ -49,10 +62,10 @@ static void *work(void *arg)
 		for (unsigned i = 0; i < OPS_PER_ROUND; i++) {
 			struct slot *s = &table[wl_rand(&w->rng) % SLOTS];
 			wl_check(s->p, s->size, s->key);
-			free(s->p);
+			OBJ_DELETE(s->p, s->size);
 			s->size = wl_range(&w->rng, MIN_SIZE, MAX_SIZE);
 			s->key = ((uint64_t)w->id << 48) | w->serial++;
-			s->p = wl_malloc(s->size);
+			s->p = OBJ_NEW(s->size);
 			wl_check_aligned(s->p, s->size);
 			wl_fill(s->p, s->size, s->key);
 		}
@@ -73,7 +86,7 @@ int main(int argc, char **argv)
 			struct slot *s = &tables[t][i];
 			s->size = wl_range(&rng, MIN_SIZE, MAX_SIZE);
 			s->key = ((uint64_t)THREADS << 48) | ((uint64_t)t * SLOTS + i);
-			s->p = wl_malloc(s->size);
+			s->p = OBJ_NEW(s->size);
 			wl_fill(s->p, s->size, s->key);
 		}
 	}
@@ -92,7 +105,7 @@ int main(int argc, char **argv)
 	for (unsigned t = 0; t < THREADS; t++)
 		for (unsigned i = 0; i < SLOTS; i++) {
 			wl_check(tables[t][i].p, tables[t][i].size, tables[t][i].key);
-			free(tables[t][i].p);
+			OBJ_DELETE(tables[t][i].p, tables[t][i].size);
 		}
 	if (ops != rounds * THREADS * OPS_PER_ROUND)
 		wl_fail("%" PRIu64 " operations, expected %" PRIu64, ops,
