@@ -298,11 +298,26 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
 void uslub_sheaf_overflow(void *p, struct page_desc *s)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	struct cache_cpu *cc = &t->cpu[s->cls];
 	struct uslub_cache *c = &uslub_caches[s->cls];
+	/* A thread that frees before it ever allocates (a consumer) gets its state here, so
+	 * its frees have a sheaf too instead of a compare-and-swap each. */
+	if (unlikely(t->state == THREAD_EMPTY) && !c->debug && c->sheaf_capacity) {
+		struct uslub_thread *made = uslub_thread_create();
+		if (made)
+			t = made;
+	}
+	struct cache_cpu *cc = &t->cpu[s->cls];
 	unsigned n = cc->sheaf_count;
 	if (!cc->sheaf_cap) {
 		uslub_free_slow(p, s);
+		return;
+	}
+	if (n < cc->sheaf_cap) {
+		/* The state was just made: an empty sheaf. */
+		mark_free(p);
+		cc->sheaf[n] = p;
+		cc->sheaf_count = (uint16_t)(n + 1);
+		uslub_stat(cc, FREE_FASTPATH);
 		return;
 	}
 	uslub_barns_decay();
