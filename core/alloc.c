@@ -142,9 +142,13 @@ static void *alloc_class(unsigned cls)
 		uslub_replenish_start();
 	if (unlikely(t->state == THREAD_EMPTY))
 		t = uslub_thread_create();
-	if (likely(t && t->state == THREAD_LIVE))
-		return t->cpu[cls].sheaf_cap ? uslub_sheaf_refill(t, cls)
-					     : uslub_alloc_refill(t, cls);
+	if (likely(t && t->state == THREAD_LIVE)) {
+		bool in = uslub_slow_enter(t);
+		void *object =
+		    t->cpu[cls].sheaf_cap ? uslub_sheaf_refill(t, cls) : uslub_alloc_refill(t, cls);
+		uslub_slow_exit(t, in);
+		return object;
+	}
 	/* No state of our own (exiting thread, or none could be made): share one. */
 	pthread_mutex_lock(&uslub_orphan_lock);
 	void *object = uslub_alloc_refill(&uslub_orphan_thread, cls);

@@ -207,13 +207,15 @@ int uslub_malloc_trim(size_t pad)
 	uslub_init();
 	uslub_threads_reap(0);
 	struct uslub_thread *t = uslub_tls_thread;
-	if (t->state == THREAD_LIVE)
+	bool in = uslub_slow_enter(t);
+	if (in)
 		uslub_sheaves_flush(t, false);
 	uslub_barns_flush();
-	if (t->state == THREAD_LIVE) {
+	if (in) {
 		uslub_pcp_drain(t, 0);
 		uslub_large_cache_drain(t);
 	}
+	uslub_slow_exit(t, in);
 	size_t released = 0;
 	for (unsigned n = 0; n < uslub_nr_nodes; n++) {
 		released += uslub_pages_release(n, pad >> USLUB_PAGE_SHIFT);

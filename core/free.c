@@ -104,7 +104,7 @@ void uslub_free_slow(void *p, struct page_desc *s)
 		return;
 	}
 	if (s->kind == PAGE_LARGE) {
-		uslub_large_free(s, p);
+		uslub_large_free(s, p); /* takes the thread's slow_lock for its cache */
 		errno = saved;
 		return;
 	}
@@ -118,6 +118,7 @@ void uslub_free_slow(void *p, struct page_desc *s)
 	else if (is_marked_free(p))
 		uslub_report_bad_free("double free", "free", p, c);
 	struct uslub_thread *t = uslub_tls_thread;
+	bool in = uslub_slow_enter(t);
 	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
 		push_local(c, s, p);
 		uslub_stat(&t->cpu[s->cls], FREE_FASTPATH);
@@ -125,6 +126,7 @@ void uslub_free_slow(void *p, struct page_desc *s)
 		uslub_slab_free_remote(c, s, p, t);
 		stat_shared(t, c->cls, USLUB_STAT_FREE_SLOWPATH);
 	}
+	uslub_slow_exit(t, in);
 	errno = saved;
 }
 

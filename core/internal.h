@@ -17,6 +17,11 @@
  * the compiler reaches the tables directly instead of through the GOT. */
 #pragma GCC visibility push(hidden)
 
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() __asm__ volatile("" ::: "memory")
+#endif
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define noinline    __attribute__((noinline))
@@ -367,6 +372,12 @@ struct uslub_thread {
 	uint8_t lcache_count[LCACHE_PAGES + 1];
 	struct page_desc *lcache[LCACHE_PAGES + 1][LCACHE_DEPTH];
 	int state; /* THREAD_* */
+	/* Everything below the sheaves - the thread's slabs, freelists, page cache and
+	 * large-block cache - is touched by its owner only on slow paths, under this lock,
+	 * so the background thread can give an idle thread's back (thread.c, idle drain). */
+	_Atomic int slow_lock;
+	bool active;	    /* a slow path ran since the drain last looked (under slow_lock) */
+	uint8_t idle_ticks; /* the drain's looks since then; 2: idle, given back */
 	/* The kernel's ids of the thread that made the state, so a sweep can tell it is gone
 	 * (thread.c, reaping). tid 0: never swept - the orphan, a state being torn down, and
 	 * in a forked child the parent's other threads'. Set before the state is published,
@@ -388,7 +399,10 @@ void uslub_free_slow(void *p, struct page_desc *s);
 /* An object of class cls for a request of `size` bytes (what debug caches keep). */
 void *uslub_slab_alloc_class(unsigned cls, size_t size);
 void uslub_caches_init(void);
+/* A thread's exit: its sheaves (closed), slabs and page cache back. */
 void uslub_thread_flush(struct uslub_thread *t);
+/* The same without the sheaves (an idle thread's, thread.c). */
+void uslub_thread_flush_slabs(struct uslub_thread *t);
 struct uslub_thread *uslub_thread_create(void);
 /* Tear down the states of threads that are gone without their key destructor having run:
  * up to `budget` states looked at, or 0 for one pass over the whole registry. Takes no
@@ -498,6 +512,29 @@ void uslub_threads_init(void);
 void uslub_threads_before_fork(void);
 void uslub_threads_after_fork_parent(void);
 void uslub_threads_after_fork_child(void);
+/* The owner's side of slow_lock: taken on every slow path that touches what lies below
+ * the sheaves. Uncontended but for the moments a drain holds it. Only a live state has
+ * one to take (the orphan has its own lock; the empty and dead ones hold nothing). */
+static inline bool uslub_slow_enter(struct uslub_thread *t)
+{
+	if (t->state != THREAD_LIVE)
+		return false;
+	while (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire))
+		cpu_relax();
+	t->active = true;
+	return true;
+}
+static inline void uslub_slow_exit(struct uslub_thread *t, bool entered)
+{
+	if (entered)
+		atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
+}
+/* Give back what idle threads hold below their sheaves: their slabs (to the node
+ * lists, or the page allocator when empty), page caches and large-block caches. Called
+ * by the background thread once a period: a thread that ran no slow path for two calls
+ * in a row is idle. Returns the states drained. */
+unsigned uslub_threads_drain_idle(void);
+extern _Atomic unsigned long uslub_threads_drained; /* states drained that way */
 static inline void uslub_init(void)
 {
 	if (unlikely(!atomic_load_explicit(&uslub_ready, memory_order_acquire)))

@@ -65,9 +65,14 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		return uslub_huge_alloc(size, align, zero);
 
 	struct uslub_thread *t = uslub_tls_thread;
-	if (npages <= LCACHE_PAGES && align_order == 0 && t->state == THREAD_LIVE &&
-	    t->lcache_count[npages]) {
-		struct page_desc *d = t->lcache[npages][--t->lcache_count[npages]];
+	struct page_desc *d = NULL;
+	if (npages <= LCACHE_PAGES && align_order == 0 && t->state == THREAD_LIVE) {
+		bool in = uslub_slow_enter(t);
+		if (t->lcache_count[npages])
+			d = t->lcache[npages][--t->lcache_count[npages]];
+		uslub_slow_exit(t, in);
+	}
+	if (d) {
 		d->flags = 0;
 		atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 		void *p = page_address(d);
@@ -80,8 +85,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	}
 	/* What the zone has first, in one block or in neighbouring pieces; only then may the
 	 * heap grow (or the slab zone lend a block). An aligned block must be one block. */
-	struct page_desc *d =
-	    align_order ? NULL : uslub_pages_alloc_run(LARGE_ZONE(t->node), npages);
+	d = align_order ? NULL : uslub_pages_alloc_run(LARGE_ZONE(t->node), npages);
 	if (!d) {
 		d = uslub_pages_alloc_exact(LARGE_ZONE(t->node), order, npages, align_order != 0);
 		if (!d) {
@@ -123,11 +127,16 @@ void uslub_large_free(struct page_desc *d, void *p)
 	if (unlikely(uslub_block_debug))
 		uslub_debug_block_free(p, block_request(d), npages << USLUB_PAGE_SHIFT);
 	struct uslub_thread *t = uslub_tls_thread;
-	if (npages <= LCACHE_PAGES && t->state == THREAD_LIVE &&
-	    t->lcache_count[npages] < LCACHE_DEPTH) {
-		d->flags = PF_CACHED;
-		t->lcache[npages][t->lcache_count[npages]++] = d;
-		return;
+	if (npages <= LCACHE_PAGES && t->state == THREAD_LIVE) {
+		bool in = uslub_slow_enter(t), cached = false;
+		if (t->lcache_count[npages] < LCACHE_DEPTH) {
+			d->flags = PF_CACHED;
+			t->lcache[npages][t->lcache_count[npages]++] = d;
+			cached = true;
+		}
+		uslub_slow_exit(t, in);
+		if (cached)
+			return;
 	}
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	uslub_pages_free_range(d, npages);

@@ -322,7 +322,9 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 	}
 	uslub_barns_decay();
 	if (!barn_put(c, t->node, cc->sheaf, n)) {
+		bool in = uslub_slow_enter(t);
 		flush_objects(c, t, cc->sheaf, n);
+		uslub_slow_exit(t, in);
 		uslub_stat_add(cc, SHEAF_FLUSH, n);
 	}
 	mark_free(p);

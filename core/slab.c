@@ -655,6 +655,11 @@ void *uslub_slab_object_start(struct page_desc *s, const void *p)
 void uslub_thread_flush(struct uslub_thread *t)
 {
 	uslub_sheaves_flush(t, true);
+	uslub_thread_flush_slabs(t);
+}
+
+void uslub_thread_flush_slabs(struct uslub_thread *t)
+{
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
 		struct uslub_cache *c = &uslub_caches[i];

@@ -196,9 +196,12 @@ void uslub_stats_fold(struct uslub_thread *t)
  * the state it works for as an argument and never reads uslub_tls_thread. */
 static void thread_teardown(struct uslub_thread *t)
 {
+	/* A drain of the idle state may be under way: it finishes first. */
+	bool in = uslub_slow_enter(t);
 	uslub_thread_flush(t);
 	uslub_large_cache_drain(t);
 	t->state = THREAD_DEAD;
+	uslub_slow_exit(t, in);
 	uslub_stats_fold(t);
 	registry_del(t);
 	struct page_desc *d = page_desc_of(t);
@@ -267,6 +270,7 @@ static void thread_exit(void *arg)
  * where the caller holds none (the creation of a thread's state). */
 static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
 _Atomic unsigned long uslub_threads_reaped;
+_Atomic unsigned long uslub_threads_drained;
 
 static bool thread_gone(const struct uslub_thread *t)
 {
@@ -360,4 +364,50 @@ void uslub_threads_after_fork_child(void)
 		t->tid = t == me ? gettid() : 0;
 	}
 	pthread_mutex_init(&sweep_lock, NULL);
+	/* The background thread is gone too, maybe in the middle of a drain of ours. */
+	atomic_store_explicit(&me->slow_lock, 0, memory_order_relaxed);
+}
+
+/* ---- giving back what idle threads hold ------------------------------------------ */
+
+/* Below its sheaves a thread holds, per cache, a slab and a few partial slabs, and a page
+ * cache and a large-block cache: a parked thread would keep them forever (the kernel
+ * drains idle CPUs' page lists from its vmstat work; jemalloc's tcache GC flushes an idle
+ * thread's bins). The owner touches them only on slow paths, under its slow_lock, so the
+ * background thread can take the lock - trylock: a busy thread is not idle - and give
+ * them back: the slabs to their nodes (empty ones to the page allocator), the pages to
+ * the buddy. The sheaves stay: the owner's fast paths use them without a lock (at most
+ * 28 objects a cache). The thread's next refill starts over with shared slabs. */
+static void drain_state(struct uslub_thread *t)
+{
+	uslub_thread_flush_slabs(t);
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		t->cpu[i].shared_refills = 0;
+	uslub_large_cache_drain(t);
+}
+
+unsigned uslub_threads_drain_idle(void)
+{
+	struct uslub_thread *me = uslub_tls_thread;
+	unsigned drained = 0;
+	pthread_mutex_lock(&uslub_registry_lock);
+	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
+		/* tid 0: a state being torn down, or a forked child's copy of a parent's
+		 * thread, whose slabs stay as they are (see above). */
+		if (t == me || t->state != THREAD_LIVE || !t->tid)
+			continue;
+		if (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire))
+			continue;
+		if (t->active) {
+			t->active = false;
+			t->idle_ticks = 0;
+		} else if (t->idle_ticks < 2 && ++t->idle_ticks == 2) {
+			drain_state(t);
+			drained++;
+		}
+		atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
+	}
+	pthread_mutex_unlock(&uslub_registry_lock);
+	__atomic_fetch_add(&uslub_threads_drained, drained, __ATOMIC_RELAXED);
+	return drained;
 }

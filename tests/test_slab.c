@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define SIZE 64
@@ -425,6 +426,92 @@ static void sheaves(void)
 	CHECKF(found == 0, "a large block never enters a sheaf");
 }
 
+/* ---- idle threads ------------------------------------------------------------------ */
+
+struct parked {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int phase; /* 1: parked, 2: woken, 3: done */
+	struct uslub_thread *state;
+	void *objs[600];
+	bool ok;
+};
+
+static void wait_phase(struct parked *pk, int phase)
+{
+	pthread_mutex_lock(&pk->lock);
+	while (pk->phase < phase)
+		pthread_cond_wait(&pk->cond, &pk->lock);
+	pthread_mutex_unlock(&pk->lock);
+}
+
+static void set_phase(struct parked *pk, int phase)
+{
+	pthread_mutex_lock(&pk->lock);
+	pk->phase = phase;
+	pthread_cond_broadcast(&pk->cond);
+	pthread_mutex_unlock(&pk->lock);
+}
+
+static void *park(void *arg)
+{
+	struct parked *pk = arg;
+	/* Enough of one cache to own slabs of it, the thread's page cache filled, and the
+	 * objects written. */
+	for (unsigned i = 0; i < 600; i++) {
+		pk->objs[i] = uslub_malloc(SIZE);
+		memset(pk->objs[i], (int)(i & 0xff), SIZE);
+	}
+	for (unsigned i = 0; i < 600; i += 2)
+		uslub_free(pk->objs[i]);
+	pk->state = uslub_tls_thread;
+	set_phase(pk, 1);
+	wait_phase(pk, 2);
+	/* Woken after the drain: the objects are intact, and the thread allocates again. */
+	pk->ok = true;
+	for (unsigned i = 1; i < 600; i += 2)
+		for (unsigned j = 0; j < SIZE; j++)
+			pk->ok &= ((unsigned char *)pk->objs[i])[j] == (i & 0xff);
+	for (unsigned i = 0; i < 600; i += 2)
+		pk->objs[i] = uslub_malloc(SIZE);
+	for (unsigned i = 0; i < 600; i++)
+		uslub_free(pk->objs[i]);
+	set_phase(pk, 3);
+	return NULL;
+}
+
+static void idle_drain(void)
+{
+	struct parked *pk = calloc(1, sizeof(*pk));
+	pthread_mutex_init(&pk->lock, NULL);
+	pthread_cond_init(&pk->cond, NULL);
+	pthread_t t;
+	pthread_create(&t, NULL, park, pk);
+	wait_phase(pk, 1);
+	struct uslub_thread *st = pk->state;
+	struct cache_cpu *cc = &st->cpu[cls];
+	CHECKF(cc->slab != NULL, "the thread holds a slab of kmalloc-%d", SIZE);
+	uint64_t drained = uslub_threads_drained;
+	/* A thread is given back after two looks without a slow path in between. */
+	uslub_threads_drain_idle();
+	uslub_threads_drain_idle();
+	CHECKF(cc->slab != NULL, "not after one idle period");
+	uslub_threads_drain_idle();
+	CHECKF(uslub_threads_drained == drained + 1, "drained once");
+	CHECKF(cc->slab == NULL && cc->partial == NULL && cc->freelist == NULL,
+	       "its slabs went back to the node");
+	CHECKF(st->pcp_count == 0, "its page cache is empty (%u)", st->pcp_count);
+	uslub_threads_drain_idle();
+	CHECKF(uslub_threads_drained == drained + 1, "not drained twice");
+	live_checked();
+	set_phase(pk, 2);
+	wait_phase(pk, 3);
+	pthread_join(t, NULL);
+	CHECKF(pk->ok, "the idle thread's objects survived the drain");
+	live_checked();
+	free(pk);
+}
+
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up and this thread's state */
@@ -439,6 +526,7 @@ int main(void)
 	thread_exit_flush();
 	set_sheaves(true);
 	sheaves();
+	idle_drain();
 	CHECKF(uslub_pages_check(0) == 0, "page allocator consistent at the end");
 	return tu_summary("test_slab");
 }
