@@ -46,13 +46,18 @@
  *    A thread that exits unfreezes everything it holds and gives back its pages.
  *
  * 5. Locks. The order, outermost first - thread.c's sweep lock -> liburcu's grace-period
- *    lock (synchronize_rcu) -> orphan lock -> registry lock -> stat lock -> a cache's node
- *    list_lock -> a barn's lock -> a page allocator zone's lock -> the huge-block lock.
+ *    lock (synchronize_rcu) -> orphan lock -> registry lock -> a thread's slow_lock -> stat
+ *    lock -> a cache's node list_lock -> a barn's lock -> a page allocator zone's lock ->
+ *    the huge-block lock.
  *    What each guards:
  *
  *      sweep_lock (thread.c)       one reaper of dead threads' states at a time
  *      uslub_orphan_lock           the shared state of threads that have none of their own
  *      uslub_registry_lock         the registry's links (readers walk it under RCU)
+ *      uslub_thread.slow_lock      what lies below a thread's sheaves (its slabs,
+ *                                  freelists, page and large-block caches): its owner's
+ *                                  slow paths, and the idle drain (thread.c), which takes
+ *                                  it with trylock under the registry lock
  *      uslub_stat_lock             folding an exiting thread's counters into its caches
  *      cache_node.list_lock        a node's partial list, nr_partial, PF_ON_PARTIAL, and an
  *                                  unfrozen slab's moves between partial, full and freed;
@@ -68,9 +73,11 @@
  *
  *      field                  written by                         read by
  *      tls thread pointer     its thread                         its thread
- *      cache_cpu (freelist,   its thread (plain stores)          its thread; the heap
- *        slab, partial,                                          walker with every lock
- *        sheaf, stat)                                            and the threads quiet
+ *      cache_cpu sheaf,       its thread (plain stores)          its thread; the heap
+ *        stat                                                    walker with every lock
+ *                                                                and the threads quiet
+ *      cache_cpu freelist,    its thread, or the idle drain,     the same
+ *        slab, partial        under the thread's slow_lock
  *      page_desc.local_free,  the slab's owner (plain)           the owner only: others
  *        local_count                                             first load owner
  *      page_desc.owner        the thread that freezes or lets    anyone (relaxed): only
