@@ -328,6 +328,32 @@ size_t uslub_huge_cache_release(bool all)
 	return unmap_entries(out, n);
 }
 
+/* A freed mapping into the cache, making room by sending the oldest back; false (nothing
+ * changed) when it should go back itself. */
+static bool cache_put(uintptr_t addr, size_t len, uint64_t now)
+{
+	struct huge_cached out[HUGE_CACHE_SLOTS + 1];
+	uint64_t in_use = atomic_load(&uslub_huge_bytes) / 4;
+	uint64_t cap = in_use > HUGE_CACHE_MIN ? in_use : HUGE_CACHE_MIN;
+	if (len > cap)
+		return false;
+	pthread_mutex_lock(&huge_lock);
+	unsigned n = cache_expire(now, false, out);
+	while (huge_cached_count && (huge_cached_count == HUGE_CACHE_SLOTS ||
+				     atomic_load(&uslub_huge_cached_bytes) + len > cap)) {
+		unsigned oldest = 0;
+		for (unsigned i = 1; i < huge_cached_count; i++)
+			if (huge_cache[i].freed_ms < huge_cache[oldest].freed_ms)
+				oldest = i;
+		cache_remove(oldest, &out[n++]);
+	}
+	huge_cache[huge_cached_count++] = (struct huge_cached){addr, len, now};
+	atomic_fetch_add(&uslub_huge_cached_bytes, len);
+	pthread_mutex_unlock(&huge_lock);
+	unmap_entries(out, n);
+	return true;
+}
+
 /* A mapping of `len` bytes at `align` made from a cached one, or NULL. *got is its length
  * (more than len when reused whole). Mappings unused too long go back on the way. */
 static void *cache_take(size_t len, size_t align, size_t *got)
@@ -365,11 +391,13 @@ static void *cache_take(size_t len, size_t align, size_t *got)
 		*got = e.len;
 		if (e.len - len <= e.len >> HUGE_SLACK_SHIFT)
 			return p;
-		/* Far too big: the tail goes back, the pages kept are those already in. */
-		if (uslub_os_unmap((char *)p + len, e.len - len) == 0) {
-			atomic_fetch_sub(&uslub_mapped_bytes, e.len - len);
-			*got = len;
-		}
+		/* Far too big: split. A tail that could hold a huge block stays cached with
+		 * its pages (no system call: the kernel's mapping is not split until one of
+		 * the two is unmapped or moved); a smaller one goes back. */
+		*got = len;
+		struct huge_cached tail = {e.addr + len, e.len - len, e.freed_ms};
+		if (tail.len <= HUGE_THRESHOLD || !cache_put(tail.addr, tail.len, tail.freed_ms))
+			unmap_entries(&tail, 1);
 		return p;
 	}
 	/* Too small: grown, so only the difference is faulted in. */
@@ -381,33 +409,6 @@ static void *cache_take(size_t len, size_t align, size_t *got)
 	atomic_fetch_add(&uslub_mapped_bytes, len - e.len);
 	*got = len;
 	return q;
-}
-
-/* A freed mapping into the cache, making room by sending the oldest back; false (nothing
- * changed) when it should go back itself. */
-static bool cache_put(uintptr_t addr, size_t len)
-{
-	struct huge_cached out[HUGE_CACHE_SLOTS + 1];
-	uint64_t now = now_ms();
-	uint64_t in_use = atomic_load(&uslub_huge_bytes) / 4;
-	uint64_t cap = in_use > HUGE_CACHE_MIN ? in_use : HUGE_CACHE_MIN;
-	if (len > cap)
-		return false;
-	pthread_mutex_lock(&huge_lock);
-	unsigned n = cache_expire(now, false, out);
-	while (huge_cached_count && (huge_cached_count == HUGE_CACHE_SLOTS ||
-				     atomic_load(&uslub_huge_cached_bytes) + len > cap)) {
-		unsigned oldest = 0;
-		for (unsigned i = 1; i < huge_cached_count; i++)
-			if (huge_cache[i].freed_ms < huge_cache[oldest].freed_ms)
-				oldest = i;
-		cache_remove(oldest, &out[n++]);
-	}
-	huge_cache[huge_cached_count++] = (struct huge_cached){addr, len, now};
-	atomic_fetch_add(&uslub_huge_cached_bytes, len);
-	pthread_mutex_unlock(&huge_lock);
-	unmap_entries(out, n);
-	return true;
 }
 
 static size_t huge_hash(uintptr_t key, size_t cap)
@@ -554,7 +555,7 @@ int uslub_huge_free(void *p)
 	if (unlikely(uslub_block_debug))
 		uslub_debug_block_free(p, size, len);
 	atomic_fetch_sub(&uslub_huge_bytes, len);
-	if (!cache_put((uintptr_t)p, len)) {
+	if (!cache_put((uintptr_t)p, len, now_ms())) {
 		uslub_os_unmap(p, len);
 		atomic_fetch_sub(&uslub_mapped_bytes, len);
 	}
