@@ -44,6 +44,26 @@ _Atomic uint64_t uslub_peak_in_use;
 
 #define HUGE_ALIGN (2UL << 20)
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* When the oldest cached huge mapping is due to go back; 0 while the cache is empty.
+ * Stored under huge_lock, read without it. */
+static _Atomic uint64_t huge_expiry_ms;
+
+/* The large-block paths look at the clock too while the huge cache holds a mapping, so
+ * a program that has stopped using huge blocks still sees them go back. */
+static void huge_cache_tick(void)
+{
+	uint64_t due = atomic_load_explicit(&huge_expiry_ms, memory_order_relaxed);
+	if (unlikely(due) && now_ms() >= due)
+		uslub_huge_cache_release(false);
+}
+
 static size_t pages_for(size_t size)
 {
 	return (size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT;
@@ -76,6 +96,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		order = align_order;
 	if (order > USLUB_MAX_ORDER)
 		return uslub_huge_alloc(size, align, zero);
+	huge_cache_tick();
 
 	struct uslub_thread *t = uslub_tls_thread;
 	if (npages <= LCACHE_PAGES && align_order == 0 && t->state == THREAD_LIVE &&
@@ -132,6 +153,7 @@ void uslub_large_free(struct page_desc *d, void *p)
 		uslub_report_bad_block("double free", "free", p, "large",
 				       npages << USLUB_PAGE_SHIFT);
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
+	huge_cache_tick();
 	if (unlikely(uslub_block_debug))
 		uslub_debug_block_free(p, block_request(d), npages << USLUB_PAGE_SHIFT);
 	struct uslub_thread *t = uslub_tls_thread;
@@ -277,13 +299,6 @@ bool uslub_huge_was_freed(const void *p)
 	return found;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Entry i out of the cache, into `out` if given; under huge_lock. */
 static void cache_remove(unsigned i, struct huge_cached *out)
 {
@@ -291,6 +306,17 @@ static void cache_remove(unsigned i, struct huge_cached *out)
 		*out = huge_cache[i];
 	atomic_fetch_sub(&uslub_huge_cached_bytes, huge_cache[i].len);
 	huge_cache[i] = huge_cache[--huge_cached_count];
+}
+
+/* huge_expiry_ms from the entries; under huge_lock, after any change. */
+static void set_expiry(void)
+{
+	uint64_t oldest = UINT64_MAX;
+	for (unsigned i = 0; i < huge_cached_count; i++)
+		if (huge_cache[i].freed_ms < oldest)
+			oldest = huge_cache[i].freed_ms;
+	atomic_store_explicit(&huge_expiry_ms, huge_cached_count ? oldest + HUGE_DECAY_MS : 0,
+			      memory_order_relaxed);
 }
 
 /* Entries unused for HUGE_DECAY_MS (all of them with `all`) moved to `out`, which has
@@ -324,6 +350,7 @@ size_t uslub_huge_cache_release(bool all)
 	struct huge_cached out[HUGE_CACHE_SLOTS];
 	pthread_mutex_lock(&huge_lock);
 	unsigned n = huge_cached_count ? cache_expire(now_ms(), all, out) : 0;
+	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
 	return unmap_entries(out, n);
 }
@@ -349,6 +376,7 @@ static bool cache_put(uintptr_t addr, size_t len, uint64_t now)
 	}
 	huge_cache[huge_cached_count++] = (struct huge_cached){addr, len, now};
 	atomic_fetch_add(&uslub_huge_cached_bytes, len);
+	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
 	unmap_entries(out, n);
 	return true;
@@ -381,6 +409,7 @@ static void *cache_take(size_t len, size_t align, size_t *got)
 	int pick = fit >= 0 ? fit : grow;
 	if (pick >= 0)
 		cache_remove((unsigned)pick, &e);
+	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
 	unmap_entries(out, n);
 	if (pick < 0)

@@ -122,12 +122,12 @@ static void calloc_reused(void)
 }
 
 /* What the cache holds goes back: at once with malloc_trim, and after the decay period at
- * the next huge allocation. */
+ * the next large allocation (the huge paths look at the clock too). */
 static void give_back(void)
 {
 	enum { N = 6 };
 	tu_section("malloc_trim gives cached mappings back (resident memory drops); so does "
-		   "the next huge allocation after the decay period");
+		   "the next large allocation after the decay period");
 	for (int round = 0; round < 2; round++) {
 		MALLOC_TRIM(0);
 		void *p[N];
@@ -145,7 +145,7 @@ static void give_back(void)
 		} else {
 			struct timespec ts = {1, 200 * 1000 * 1000};
 			nanosleep(&ts, NULL);
-			FREE(MALLOC(30 * MIB)); /* finds the cached ones too old, and new */
+			FREE(MALLOC(100 * 1024)); /* a large block's path looks too */
 		}
 		size_t after = tu_rss_bytes();
 		CHECKF(after + (N - 1) * 8 * MIB <= held, "%s: resident %zu MiB, then %zu MiB",
