@@ -383,8 +383,9 @@ static bool cache_put(uintptr_t addr, size_t len, uint64_t now)
 }
 
 /* A mapping of `len` bytes at `align` made from a cached one, or NULL. *got is its length
- * (more than len when reused whole). Mappings unused too long go back on the way. */
-static void *cache_take(size_t len, size_t align, size_t *got)
+ * (more than len when reused whole), *dirty how much of it held a block before (what
+ * mremap added reads as zero). Mappings unused too long go back on the way. */
+static void *cache_take(size_t len, size_t align, size_t *got, size_t *dirty)
 {
 	struct huge_cached out[HUGE_CACHE_SLOTS], e;
 	pthread_mutex_lock(&huge_lock);
@@ -416,6 +417,7 @@ static void *cache_take(size_t len, size_t align, size_t *got)
 		return NULL;
 
 	void *p = (void *)e.addr;
+	*dirty = e.len;
 	if (e.len >= len) {
 		*got = e.len;
 		if (e.len - len <= e.len >> HUGE_SLACK_SHIFT)
@@ -518,8 +520,8 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 	}
 	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
 	size_t a = align > HUGE_ALIGN ? align : HUGE_ALIGN;
-	size_t got = len;
-	void *p = cache_take(len, align ? align : 1, &got);
+	size_t got = len, dirty = 0;
+	void *p = cache_take(len, align ? align : 1, &got, &dirty);
 	bool fresh = !p;
 	if (fresh) {
 		/* Cached mappings count against the cap, and hold address space. */
@@ -550,12 +552,16 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 	atomic_fetch_add(&uslub_huge_bytes, got);
 	uslub_note_in_use();
 	/* A fresh mapping reads as zero, but only calloc asked for that; a reused one holds
-	 * the last block's bytes, so checkers see it undefined and calloc clears it (faulting
-	 * it in again with MADV_DONTNEED would cost what the cache saves). */
+	 * the last block's bytes, so checkers see it undefined and calloc clears them. Those
+	 * pages are resident: clearing them costs no memory, and MADV_DONTNEED would make
+	 * the program fault each one in again - what the cache is there to save. */
 	if (unlikely(uslub_block_debug))
 		uslub_debug_block_alloc(p, size, got, zero && fresh);
-	if (zero && !fresh)
-		memset(p, 0, size);
+	if (zero && !fresh) {
+		/* All of it where a checker has just marked it undefined. */
+		size_t clear = size < dirty || uslub_block_debug ? size : dirty;
+		memset(p, 0, clear);
+	}
 	return p;
 }
 
