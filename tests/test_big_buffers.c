@@ -1,9 +1,9 @@
 /* Big buffers (core/large.c, "the huge cache"): a program that replaces 5-25 MiB buffers
  * reuses freed mappings instead of faulting every page of each new one in again; calloc
  * of a reused mapping still reads zero; malloc_trim and the decay period give the cached
- * mappings back; linked, a mapping refused at USLUB_MEM_LIMIT first gives back cached ones
- * and the heap walker's accounting holds throughout. Built linked (uslub_ names) and
- * plain (run preloaded). */
+ * mappings back; a mapping refused under RLIMIT_AS (and, linked, at USLUB_MEM_LIMIT) first
+ * gives back cached ones; linked, the heap walker's accounting holds throughout. Built linked
+ * (uslub_ names) and plain (run preloaded). */
 #include "test_util.h"
 
 #include <string.h>
@@ -154,6 +154,46 @@ static void give_back(void)
 	check_heap("after the give-back");
 }
 
+static size_t vm_size(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	size_t kb = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %zu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb << 10;
+}
+
+/* Under RLIMIT_AS the cached mappings hold address space: a mapping (or a growth) the
+ * kernel refuses gets it from them before malloc gives up. */
+static void address_space(void)
+{
+	tu_section("RLIMIT_AS = VmSize + 20 MiB with 60 MiB cached: a 70 MiB block still "
+		   "comes (the cache gives its address space back first)");
+	MALLOC_TRIM(0);
+	void *a = MALLOC(30 * MIB), *b = MALLOC(30 * MIB);
+	CHECK(a != NULL && b != NULL);
+	FREE(a);
+	FREE(b);
+	struct rlimit saved;
+	CHECK(getrlimit(RLIMIT_AS, &saved) == 0);
+	struct rlimit rl = saved;
+	rl.rlim_cur = vm_size() + 20 * MIB; /* the 60 MiB cached are in VmSize */
+	CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
+	unsigned char *c = MALLOC(70 * MIB);
+	CHECKF(c != NULL, "70 MiB under RLIMIT_AS: errno %d", errno);
+	if (c) {
+		c[0] = c[70 * MIB - 1] = 1;
+		FREE(c);
+	}
+	CHECK(setrlimit(RLIMIT_AS, &saved) == 0);
+	MALLOC_TRIM(0);
+	check_heap("under RLIMIT_AS");
+}
+
 #ifdef USLUB_PREFIXED
 /* At the cap, a cached mapping counts: a new block that needs room gets it from the
  * cache before ENOMEM. */
@@ -192,6 +232,7 @@ int main(int argc, char **argv)
 	replace_buffers();
 	calloc_reused();
 	give_back();
+	address_space();
 #ifdef USLUB_PREFIXED
 	mem_limit();
 #endif
