@@ -274,9 +274,10 @@ static void huge_forget_freed(uintptr_t a)
 /* Unused this long, a cached mapping goes back: the page allocator's decay epoch (one to
  * two seconds) is the same order. */
 #define HUGE_DECAY_MS 1000
-/* A cached mapping is reused whole when at most this fraction of it (1/4) is beyond the
- * request; a bigger one has its tail unmapped first. */
-#define HUGE_SLACK_SHIFT 2
+/* A cached mapping is reused whole when at most half of it is beyond the request; a
+ * bigger one is split. (Measured on malloc_large: a quarter left 0.19 page faults per page
+ * filled and 1.04 s of CPU, half 0.13 and 0.94 s, peak RSS +2%, still under glibc's.) */
+#define HUGE_SLACK_SHIFT 1
 
 struct huge_cached {
 	uintptr_t addr;
