@@ -221,6 +221,7 @@ int uslub_malloc_trim(size_t pad)
 		released += uslub_pages_release(n, pad >> USLUB_PAGE_SHIFT);
 		released += uslub_pages_release(LARGE_ZONE(n), 0);
 	}
+	released += uslub_huge_cache_release(true);
 	return released > 0;
 }
 

@@ -572,10 +572,10 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 	out->huge_bytes = atomic_load(&uslub_huge_bytes);
 	out->live_bytes += out->huge_bytes;
 	/* Memory taken from the OS: what the buddy grew, less what went back, plus huge
-	 * blocks. (Descriptor arrays and the huge table are not counted.) */
+	 * blocks, live or cached. (Descriptor arrays and the huge table are not counted.) */
 	uint64_t mapped = atomic_load(&uslub_mapped_bytes);
-	uint64_t expect =
-	    ((w.grown_pages - out->released_pages) << USLUB_PAGE_SHIFT) + out->huge_bytes;
+	uint64_t expect = ((w.grown_pages - out->released_pages) << USLUB_PAGE_SHIFT) +
+			  out->huge_bytes + atomic_load(&uslub_huge_cached_bytes);
 	if (mapped != expect)
 		bad(&w, "%lu bytes counted as taken from the OS, %lu found", (unsigned long)mapped,
 		    (unsigned long)expect);

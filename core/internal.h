@@ -483,7 +483,12 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero);
 /* Nonzero if p is a huge block: the bytes the program may use, the mapping's or, when a
  * checker watches (debug.h, uslub_block_debug), the request. Likewise for a large one. */
 size_t uslub_huge_usable(const void *p);
+/* A huge block is freed into the huge cache (large.c) or unmapped. */
 int uslub_huge_free(void *p);
+/* Unmap cached huge mappings unused for the decay period, or all of them (malloc_trim,
+ * and before a mapping refused at a limit is tried again); bytes unmapped. Takes
+ * huge_lock: not with it held. */
+size_t uslub_huge_cache_release(bool all);
 /* p was a huge block among the last ones freed. */
 bool uslub_huge_was_freed(const void *p);
 /* A pointer with no live block behind it: a second free of a block whose memory went
@@ -496,6 +501,7 @@ void uslub_huge_unlock(void);
 void uslub_huge_reinit_lock(void);
 extern _Atomic uint64_t uslub_large_bytes;
 extern _Atomic uint64_t uslub_huge_bytes;
+extern _Atomic uint64_t uslub_huge_cached_bytes; /* freed, kept mapped for reuse */
 extern _Atomic uint64_t uslub_peak_in_use;
 extern _Atomic uint64_t uslub_slab_bytes; /* pages in slabs */
 

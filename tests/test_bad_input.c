@@ -286,6 +286,21 @@ static void case_double_free_huge(void)
 	double_free_of(6 << 20);
 }
 
+/* Freed into the huge cache, the mapping then grown for a larger block and freed again:
+ * the first pointer is still known as freed. */
+static void case_double_free_huge_reused(void)
+{
+	void *p = MALLOC(6 << 20);
+	if (p == NULL)
+		_exit(3);
+	FREE(p);
+	void *q = MALLOC(20 << 20);
+	if (q == NULL)
+		_exit(3);
+	FREE(q);
+	FREE(tu_opaque(p));
+}
+
 static void case_realloc_freed(void)
 {
 	void *a = MALLOC(64), *b = MALLOC(64);
@@ -451,6 +466,10 @@ static const struct bad_case cases[] = {
      {"uslub: free(): double free 0x", NULL}},
     {"double free of a huge block",
      case_double_free_huge,
+     1,
+     {"uslub: free(): double free 0x", "huge"}},
+    {"double free of a huge block whose cached mapping was reused",
+     case_double_free_huge_reused,
      1,
      {"uslub: free(): double free 0x", "huge"}},
     {"realloc of a freed block", case_realloc_freed, 1, {"realloc", "double free"}},

@@ -297,6 +297,7 @@ static void hog_free(void)
 /* Every entry point for sizes that need fresh pages: all must fail. */
 static void all_fail(const char *when)
 {
+	uslub_huge_cache_release(true); /* a freed huge mapping would serve 8 MiB */
 	static const size_t sizes[] = {16, 64 << 10, 1 << 20, 8 << 20};
 	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		for (int e = 0; e < NR_EP; e++) {
@@ -367,7 +368,7 @@ static void phase_mmap_exhausted(void)
 }
 
 /* The Nth and every Kth: huge blocks take one mmap each (and the huge table now and
- * then one more), so exactly the planned ones fail. */
+ * then one more) when the huge cache is empty, so exactly the planned ones fail. */
 static void phase_mmap_counted(void)
 {
 	tu_section("mmap:3 fails only the third huge allocation; mmap:every:2 every second");
@@ -380,6 +381,8 @@ static void phase_mmap_counted(void)
 		CHECKF((p[i] == NULL) == (i == 2), "huge block %d: %p", i, p[i]);
 	for (int i = 0; i < 6; i++)
 		FREE(p[i]);
+	/* Emptied: munmap is no call USLUB_FAULT counts. */
+	uslub_huge_cache_release(true);
 	set_plan("mmap:every:2");
 	unsigned fails = 0;
 	for (int i = 0; i < 6; i++) {
@@ -389,6 +392,7 @@ static void phase_mmap_counted(void)
 	CHECK_EQ(fails, 3);
 	for (int i = 0; i < 6; i++)
 		FREE(p[i]);
+	uslub_huge_cache_release(true);
 	no_faults();
 	keep_verify("mmap counted");
 	check_unlocked("mmap counted");
@@ -436,6 +440,8 @@ static void phase_madvise(void)
 	enum { N = 48 };
 	void *p[N];
 	const char *plans[] = {"madvise:every:1", "madvise:every:2", "madvise:3"};
+	/* The earlier phases' huge blocks, cached, would make malloc_trim succeed. */
+	uslub_huge_cache_release(true);
 	for (unsigned k = 0; k < 3; k++) {
 		for (int i = 0; i < N; i++) {
 			p[i] = MALLOC(1 << 20);
@@ -618,13 +624,15 @@ int main(int argc, char **argv)
 	}
 	/* (With every second call failing, the first huge block's two calls - the block,
 	 * then the table that records huge blocks - would always have one fail.) */
-	tu_section("huge blocks need an mmap each: with every third failing, every entry "
-		   "point both fails with ENOMEM and succeeds; the process runs on");
+	tu_section("huge blocks need an mmap each once malloc_trim has emptied the huge "
+		   "cache: with every third failing, every entry point both fails with ENOMEM "
+		   "and succeeds; the process runs on");
 	keep_make(0);
 	for (int round = 0; round < 8; round++) {
 		for (int e = 0; e < NR_EP; e++) {
 			void *p = attempt((enum ep)e, (5 << 20) + (size_t)round * 4096);
 			FREE(p);
+			malloc_trim(0);
 		}
 	}
 	for (int e = 0; e < NR_EP; e++) {

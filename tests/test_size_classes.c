@@ -26,6 +26,12 @@ static void check_table(void)
 		if (size > 128)
 			CHECKF((uslub_class_size[c] - size) * 4 < uslub_class_size[c],
 			       "size %zu wastes %u", size, uslub_class_size[c] - (unsigned)size);
+		/* ... and at most 1/9 past 4 KiB, where an object is a page or more: a 4.2 KiB
+		 * buffer takes 4.5 KiB, not 5. */
+		if (size > 4096)
+			CHECKF((uslub_class_size[c] - size) * 9 <= uslub_class_size[c],
+			       "size %zu wastes %u of %u", size,
+			       uslub_class_size[c] - (unsigned)size, uslub_class_size[c]);
 	}
 	/* The kmalloc shape: every power of two from 16, and 96 and 192. */
 	static const unsigned kmalloc[] = {16,	32,  64,   96,	 128,  192,
@@ -46,6 +52,8 @@ static void check_names(void)
 	CHECKF(strcmp(buf, "kmalloc-8k") == 0, "%s", buf);
 	uslub_class_name(uslub_size_to_class(1200), buf);
 	CHECKF(strcmp(buf, "kmalloc-1280") == 0, "%s", buf);
+	uslub_class_name(uslub_size_to_class(4300), buf);
+	CHECKF(strcmp(buf, "kmalloc-4608") == 0, "%s", buf);
 }
 
 static void check_against_kernel(const char *path)

@@ -204,6 +204,10 @@ def workloads(build, out):
         c("random_replace2", "the same, 2 threads each with half the live set"),
         c("prodcons1", "one thread allocates messages of 16 B-4 KiB, another frees them"),
         c("larson_sized", "larson through C++ operator new and sized operator delete"),
+        c("big_buffers", "buffers of 5-25 MiB, 4 live, replaced one at a time and each "
+                         "filled once"),
+        c("malloc_large", "mimalloc-bench's malloc-large: 20 live buffers of 5-25 MiB, a "
+                          "random one replaced per step, zero-filled"),
     ]
     py = os.path.join(HERE, "programs", "alloc_heavy.py")
     ws.append(Workload("python3", ["/usr/bin/python3", py], ["/usr/bin/python3", py, "0.02"],

@@ -1,0 +1,242 @@
+/* Big buffers (core/large.c, "the huge cache"): a program that replaces 5-25 MiB buffers
+ * reuses freed mappings instead of faulting every page of each new one in again; calloc
+ * of a reused mapping still reads zero; malloc_trim and the decay period give the cached
+ * mappings back; a mapping refused under RLIMIT_AS (and, linked, at USLUB_MEM_LIMIT) first
+ * gives back cached ones; linked, the heap walker's accounting holds throughout. Built linked
+ * (uslub_ names) and plain (run preloaded). */
+#include "test_util.h"
+
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#ifdef USLUB_PREFIXED
+#include "check.h"
+#include "internal.h"
+#endif
+
+#define MIB TU_MIB
+
+static long minor_faults(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+static void check_heap(const char *when)
+{
+#ifdef USLUB_PREFIXED
+	struct uslub_check c;
+	uint64_t errors = uslub_check_heap(&c, 2);
+	CHECKF(errors == 0, "%s: the heap walker found %lu inconsistencies", when,
+	       (unsigned long)errors);
+#else
+	(void)when;
+#endif
+}
+
+/* 200 replacements of 5-25 MiB buffers, four live, each filled once: the pages faulted in
+ * stay a small part of the pages filled (without the cache, every one of them: measured
+ * 1.01 faults per page filled). */
+static void replace_buffers(void)
+{
+	enum { LIVE = 4, ROUNDS = 200 };
+	tu_section("%d replacements of 5-25 MiB buffers, %d live, each filled once: page "
+		   "faults under a quarter of the pages filled",
+		   ROUNDS, LIVE);
+	unsigned char *buf[LIVE] = {0};
+	size_t len[LIVE] = {0};
+	uint64_t seed = 13;
+	for (int i = 0; i < LIVE; i++) {
+		len[i] = 5 * MIB + tu_rand(&seed) % (20 * MIB);
+		buf[i] = MALLOC(len[i]);
+		CHECK(buf[i] != NULL);
+		if (buf[i])
+			memset(buf[i], i, len[i]);
+	}
+	long faults0 = minor_faults();
+	size_t filled = 0;
+	for (int r = 0; r < ROUNDS; r++) {
+		int i = (int)(tu_rand(&seed) % LIVE);
+		size_t n = 5 * MIB + tu_rand(&seed) % (20 * MIB);
+		unsigned char *p = MALLOC(n); /* the new one first, as a smart pointer does */
+		CHECK(p != NULL);
+		if (!p)
+			break;
+		CHECK(buf[i][len[i] - 1] == buf[i][0]);
+		FREE(buf[i]);
+		memset(p, r & 0xff, n);
+		buf[i] = p;
+		len[i] = n;
+		filled += n;
+	}
+	long faults = minor_faults() - faults0;
+	size_t pages = filled / 4096;
+	printf("  %ld page faults for %zu pages filled (%.3f a page)\n", faults, pages,
+	       (double)faults / (double)pages);
+#ifndef __SANITIZE_THREAD__ /* TSan's shadow pages fault in with the program's */
+	CHECKF((size_t)faults * 4 < pages, "%ld faults for %zu pages", faults, pages);
+#endif
+	for (int i = 0; i < LIVE; i++)
+		FREE(buf[i]);
+	check_heap("after the replacements");
+}
+
+static size_t first_nonzero(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return i;
+	return (size_t)-1;
+}
+
+/* calloc of a mapping that held another block reads zero: reused whole, with its tail
+ * cut, and grown. */
+static void calloc_reused(void)
+{
+	tu_section("calloc of a reused huge mapping reads zero (same size, smaller, grown)");
+	static const size_t first[] = {8 * MIB, 8 * MIB, 20 * MIB, 6 * MIB};
+	static const size_t then[] = {8 * MIB, 7 * MIB, 6 * MIB, 12 * MIB};
+	for (unsigned k = 0; k < sizeof(first) / sizeof(first[0]); k++) {
+		MALLOC_TRIM(0);
+		unsigned char *p = MALLOC(first[k]);
+		CHECK(p != NULL);
+		if (!p)
+			continue;
+		memset(p, 0xab, first[k]);
+		FREE(p);
+		unsigned char *q = CALLOC(1, then[k]);
+		CHECK(q != NULL);
+		if (!q)
+			continue;
+		/* In place, or moved by mremap when grown. */
+		if (then[k] <= first[k])
+			CHECKF(q == p, "%zu MiB after %zu MiB: a new mapping", then[k] / MIB,
+			       first[k] / MIB);
+		CHECKF(first_nonzero(q, then[k]) == (size_t)-1,
+		       "calloc(%zu MiB) after %zu MiB: byte %zu not zero", then[k] / MIB,
+		       first[k] / MIB, first_nonzero(q, then[k]));
+		CHECK(USABLE_SIZE(q) >= then[k]);
+		FREE(q);
+	}
+	check_heap("after calloc");
+}
+
+/* What the cache holds goes back: at once with malloc_trim, and after the decay period at
+ * the next large allocation (the huge paths look at the clock too). */
+static void give_back(void)
+{
+	enum { N = 6 };
+	tu_section("malloc_trim gives cached mappings back (resident memory drops); so does "
+		   "the next large allocation after the decay period");
+	for (int round = 0; round < 2; round++) {
+		MALLOC_TRIM(0);
+		void *p[N];
+		for (int i = 0; i < N; i++) {
+			p[i] = MALLOC(8 * MIB);
+			CHECK(p[i] != NULL);
+			if (p[i])
+				memset(p[i], 1, 8 * MIB);
+		}
+		for (int i = 0; i < N; i++)
+			FREE(p[i]);
+		size_t held = tu_rss_bytes();
+		if (round == 0) {
+			MALLOC_TRIM(0);
+		} else {
+			struct timespec ts = {1, 200 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			FREE(MALLOC(100 * 1024)); /* a large block's path looks too */
+		}
+		size_t after = tu_rss_bytes();
+		CHECKF(after + (N - 1) * 8 * MIB <= held, "%s: resident %zu MiB, then %zu MiB",
+		       round ? "decay" : "malloc_trim", held / MIB, after / MIB);
+	}
+	check_heap("after the give-back");
+}
+
+static size_t vm_size(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	size_t kb = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %zu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb << 10;
+}
+
+/* Under RLIMIT_AS the cached mappings hold address space: a mapping (or a growth) the
+ * kernel refuses gets it from them before malloc gives up. */
+static void address_space(void)
+{
+	tu_section("RLIMIT_AS = VmSize + 20 MiB with 60 MiB cached: a 70 MiB block still "
+		   "comes (the cache gives its address space back first)");
+	MALLOC_TRIM(0);
+	void *a = MALLOC(30 * MIB), *b = MALLOC(30 * MIB);
+	CHECK(a != NULL && b != NULL);
+	FREE(a);
+	FREE(b);
+	struct rlimit saved;
+	CHECK(getrlimit(RLIMIT_AS, &saved) == 0);
+	struct rlimit rl = saved;
+	rl.rlim_cur = vm_size() + 20 * MIB; /* the 60 MiB cached are in VmSize */
+	CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
+	unsigned char *c = MALLOC(70 * MIB);
+	CHECKF(c != NULL, "70 MiB under RLIMIT_AS: errno %d", errno);
+	if (c) {
+		c[0] = c[70 * MIB - 1] = 1;
+		FREE(c);
+	}
+	CHECK(setrlimit(RLIMIT_AS, &saved) == 0);
+	MALLOC_TRIM(0);
+	check_heap("under RLIMIT_AS");
+}
+
+#ifdef USLUB_PREFIXED
+/* At the cap, a cached mapping counts: a new block that needs room gets it from the
+ * cache before ENOMEM. */
+static void mem_limit(void)
+{
+	tu_section("USLUB_MEM_LIMIT: cached mappings count against the cap, and go back "
+		   "before a huge allocation would fail");
+	uslub_malloc_trim(0);
+	uint64_t saved = uslub_config.mem_limit;
+	uslub_config.mem_limit = atomic_load(&uslub_mapped_bytes) + 40 * MIB;
+	void *a = uslub_malloc(12 * MIB), *b = uslub_malloc(12 * MIB);
+	CHECK(a != NULL && b != NULL);
+	uslub_free(a);
+	uslub_free(b);
+	CHECK(atomic_load(&uslub_huge_cached_bytes) >= 24 * MIB);
+	void *c = uslub_malloc(30 * MIB);
+	CHECK(c != NULL);
+	CHECK(atomic_load(&uslub_mapped_bytes) <= uslub_config.mem_limit);
+	uslub_free(c);
+	errno = 0;
+	void *d = uslub_malloc(45 * MIB);
+	CHECK(d == NULL && errno == ENOMEM);
+	uslub_config.mem_limit = saved;
+	check_heap("at the cap");
+	uslub_malloc_trim(0);
+	CHECK_EQ(atomic_load(&uslub_huge_cached_bytes), 0);
+}
+#endif
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	tu_clean_env(argv);
+	printf("test_big_buffers (%s)\n", VARIANT);
+	CHECK(tu_totals_fn() != NULL);
+	replace_buffers();
+	calloc_reused();
+	give_back();
+	address_space();
+#ifdef USLUB_PREFIXED
+	mem_limit();
+#endif
+	return tu_summary("test_big_buffers");
+}
