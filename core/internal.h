@@ -334,6 +334,7 @@ _Static_assert(sizeof(struct cache_cpu) == 512, "cache_cpu is 512 bytes");
 #define PCP_HIGH_MIN	8  /* what a thread keeps before it shows demand: one order-3 block */
 #define PCP_HIGH	64 /* ... and at most, after it has */
 #define PCP_BATCH_SHIFT 4  /* the largest refill: 16 pages */
+#define PCP_BATCH_STEPS (2 * PCP_BATCH_SHIFT)
 
 /* Page-cache counters, per order (folded like the caches' at exit; stats.c prints them). */
 #define USLUB_PCP_STAT_ITEMS(X)                                                                    \
@@ -360,10 +361,11 @@ struct uslub_thread {
 	 * newest first (the warmest are taken first, the oldest drained first). Only the
 	 * thread touches it (the orphan's: under uslub_orphan_lock). */
 	struct cds_list_head pcp[PCP_ORDERS];
-	unsigned pcp_count;	 /* pages on the lists */
-	unsigned pcp_node;	 /* the node the blocks came from */
-	uint16_t pcp_high;	 /* drained down when a free takes it past this */
-	uint8_t pcp_batch_shift; /* the next refill brings 2^shift pages (one block at least) */
+	unsigned pcp_count; /* pages on the lists */
+	unsigned pcp_node;  /* the node the blocks came from */
+	uint16_t pcp_high;  /* drained down when a free takes it past this */
+	/* Per order: the next refill brings 2^(step / 2) pages, one block at least. */
+	uint8_t pcp_batch_step[PCP_ORDERS];
 	uint64_t pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
 	uint64_t large_allocs, large_frees;
 	/* Freed large blocks of up to LCACHE_PAGES pages, by size, kept for reuse without the
