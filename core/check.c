@@ -413,7 +413,8 @@ static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held,
 	uint64_t pages = 0;
 	for (unsigned o = 0; o < PCP_ORDERS; o++) {
 		struct cds_list_head *h = &t->pcp[o], *e = h;
-		for (uint64_t k = 0;; k++) {
+		uint64_t k = 0;
+		for (;; k++) {
 			struct cds_list_head *next = e->next;
 			if (!next || next->prev != e || (k << o) > t->pcp_count) {
 				bad(w, "thread %p: page cache list of order %u broken", (void *)t,
@@ -433,6 +434,9 @@ static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held,
 					    d[j].order);
 			e = next;
 		}
+		if (k != t->pcp_blocks[o] || (o && t->pcp_blocks[o] > PCP_HIGH_ORDER_PAGES >> o))
+			bad(w, "thread %p: %lu cached blocks of order %u, %u counted", (void *)t,
+			    (unsigned long)k, o, t->pcp_blocks[o]);
 	}
 	if (pages != t->pcp_count)
 		bad(w, "thread %p: %u cached pages counted, %lu on its lists", (void *)t,

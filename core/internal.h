@@ -329,12 +329,13 @@ _Static_assert(sizeof(struct cache_cpu) == 512, "cache_cpu is 512 bytes");
 /* The thread's page cache (thread.c): free blocks of orders 0..PCP_MAX_ORDER, the orders
  * the kernel's per-CPU pagesets hold (PAGE_ALLOC_COSTLY_ORDER), so slabs of every cache
  * turn over without the node lock. Sizes in pages, all orders together. */
-#define PCP_MAX_ORDER	3
-#define PCP_ORDERS	(PCP_MAX_ORDER + 1)
-#define PCP_HIGH_MIN	8  /* what a thread keeps before it shows demand: one order-3 block */
-#define PCP_HIGH	64 /* ... and at most, after it has */
-#define PCP_BATCH_SHIFT 4  /* the largest refill: 16 pages */
-#define PCP_BATCH_STEPS (2 * PCP_BATCH_SHIFT)
+#define PCP_MAX_ORDER	     3
+#define PCP_ORDERS	     (PCP_MAX_ORDER + 1)
+#define PCP_HIGH_MIN	     8	/* what a thread keeps before it shows demand: one order-3 block */
+#define PCP_HIGH	     64 /* ... and at most, after it has */
+#define PCP_HIGH_ORDER_PAGES 8	/* kept of each order above 0 */
+#define PCP_BATCH_SHIFT	     4	/* the largest order-0 refill: 16 pages */
+#define PCP_BATCH_STEPS	     (2 * PCP_BATCH_SHIFT)
 
 /* Page-cache counters, per order (folded like the caches' at exit; stats.c prints them). */
 #define USLUB_PCP_STAT_ITEMS(X)                                                                    \
@@ -361,11 +362,11 @@ struct uslub_thread {
 	 * newest first (the warmest are taken first, the oldest drained first). Only the
 	 * thread touches it (the orphan's: under uslub_orphan_lock). */
 	struct cds_list_head pcp[PCP_ORDERS];
-	unsigned pcp_count; /* pages on the lists */
-	unsigned pcp_node;  /* the node the blocks came from */
-	uint16_t pcp_high;  /* drained down when a free takes it past this */
-	/* Per order: the next refill brings 2^(step / 2) pages, one block at least. */
-	uint8_t pcp_batch_step[PCP_ORDERS];
+	uint16_t pcp_blocks[PCP_ORDERS]; /* blocks on each list */
+	unsigned pcp_count;		 /* pages on the lists */
+	unsigned pcp_node;		 /* the node the blocks came from */
+	uint16_t pcp_high;		 /* drained down when a free takes it past this */
+	uint8_t pcp_batch_step;		 /* an order-0 refill brings 2^(step / 2) pages */
 	uint64_t pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
 	uint64_t large_allocs, large_frees;
 	/* Freed large blocks of up to LCACHE_PAGES pages, by size, kept for reuse without the
