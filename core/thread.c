@@ -184,7 +184,10 @@ void uslub_pcp_free(struct uslub_thread *t, struct page_desc *d, unsigned order)
 	if (order && t->pcp_blocks[order] > PCP_HIGH_ORDER_PAGES >> order)
 		pcp_give_back(t, order); /* its oldest, at once (see above) */
 	if (t->pcp_count > t->pcp_high) {
-		unsigned batch = 1U << (order ? order : t->pcp_batch_step / 2);
+		/* A batch below high after an order-0 free; after a larger block, just under
+		 * it (the block was the slack), so a turnover of order-3 slabs does not empty
+		 * the cache. */
+		unsigned batch = order ? 0 : 1U << (t->pcp_batch_step / 2);
 		uslub_pcp_drain(t, t->pcp_high > batch ? t->pcp_high - batch : 0);
 		t->pcp_batch_step = t->pcp_batch_step > 2 ? t->pcp_batch_step - 2 : 0;
 	}
