@@ -10,7 +10,7 @@
  * 2. The cross-checks. What the walk found is compared with what each structure claims:
  *    the buddy lists and their counters, each cache's slab and object counts and its node
  *    partial lists, each thread's current slab, partial list and page cache (the loose
- *    pages, one by one), the bytes counted as large and as taken from the OS.
+ *    pages, block by block), the bytes counted as large and as taken from the OS.
  *
  * 3. Objects. Inside each slab the free lists (the slab's remote or unfrozen list, the
  *    owner's local list and, for the owner's current slab, the thread freelist) are walked
@@ -427,30 +427,44 @@ static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held,
 		for (unsigned j = 0; j < cc->sheaf_count; j++)
 			check_sheaf_object(w, cc->sheaf[j], i, "a thread's sheaf");
 	}
-	if (t->pcp_count > PCP_HIGH) {
-		bad(w, "thread %p: %u cached pages", (void *)t, t->pcp_count);
-		return;
+	/* The page cache: each list well linked (which also keeps a block off two lists: the
+	 * heads are distinct, and a shared block would break a back link), walked no
+	 * further than the pages it claims, and every page of every block loose. */
+	uint64_t pages = 0;
+	for (unsigned o = 0; o < PCP_ORDERS; o++) {
+		struct cds_list_head *h = &t->pcp[o], *e = h;
+		uint64_t k = 0;
+		for (;; k++) {
+			struct cds_list_head *next = e->next;
+			if (!next || next->prev != e || (k << o) > t->pcp_count) {
+				bad(w, "thread %p: page cache list of order %u broken", (void *)t,
+				    o);
+				break;
+			}
+			if (next == h)
+				break;
+			struct page_desc *d = cds_list_entry(next, struct page_desc, list);
+			pages += 1U << o;
+			for (unsigned j = 0; j < (1U << o); j++)
+				if (!is_loose(d + j) || (j == 0 && d->order != o))
+					bad(w,
+					    "thread %p: cached block %p (order %u) is also "
+					    "elsewhere (page %u: kind %u, order %u)",
+					    (void *)t, page_address(d), o, j, d[j].kind,
+					    d[j].order);
+			e = next;
+		}
+		if (k != t->pcp_blocks[o] || (o && t->pcp_blocks[o] > PCP_HIGH_ORDER_PAGES >> o))
+			bad(w, "thread %p: %lu cached blocks of order %u, %u counted", (void *)t,
+			    (unsigned long)k, o, t->pcp_blocks[o]);
 	}
-	*pcp += t->pcp_count;
-	for (unsigned i = 0; i < t->pcp_count; i++) {
-		struct page_desc *d = t->pcp[i];
-		if (!is_loose(d))
-			bad(w, "thread %p: cached page %p is also elsewhere (kind %u)", (void *)t,
-			    page_address(d), d->kind);
-	}
-}
-
-/* Cached pages in two places at once: every pair, as the walker may not allocate. */
-static void check_pcp_distinct(struct walk *w)
-{
-	for (struct uslub_thread *a = uslub_registry; a; a = a->reg_next)
-		for (unsigned i = 0; i < a->pcp_count && i < PCP_HIGH; i++)
-			for (struct uslub_thread *b = a; b; b = b->reg_next)
-				for (unsigned j = a == b ? i + 1 : 0;
-				     j < b->pcp_count && j < PCP_HIGH; j++)
-					if (a->pcp[i] == b->pcp[j])
-						bad(w, "page %p cached twice",
-						    page_address(a->pcp[i]));
+	if (pages != t->pcp_count)
+		bad(w, "thread %p: %u cached pages counted, %lu on its lists", (void *)t,
+		    t->pcp_count, (unsigned long)pages);
+	if (t->pcp_count > t->pcp_high || t->pcp_high > PCP_HIGH)
+		bad(w, "thread %p: %u cached pages, high %u (at most %u)", (void *)t, t->pcp_count,
+		    t->pcp_high, PCP_HIGH);
+	*pcp += pages;
 }
 
 static void check_buddy(struct walk *w, unsigned nid)
@@ -562,7 +576,6 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 	if (pcp != w.loose)
 		bad(&w, "%lu pages in thread caches, %lu pages belong nowhere else",
 		    (unsigned long)pcp, (unsigned long)w.loose);
-	check_pcp_distinct(&w);
 	check_barns(&w);
 
 	uint64_t large = atomic_load(&uslub_large_bytes);

@@ -21,7 +21,7 @@ struct uslub_check {
 	uint64_t large_pages;
 	uint64_t cached_large_pages; /* freed large blocks in threads' caches */
 	uint64_t meta_pages;	     /* thread structures */
-	uint64_t pcp_pages;	     /* in threads' order-0 page caches */
+	uint64_t pcp_pages;	     /* in threads' page caches */
 	uint64_t free_warm_pages;    /* free, probably resident */
 	uint64_t free_cold_pages;    /* free, never touched since they were handed back */
 	uint64_t released_pages;     /* free and handed back to the OS (madvise) */

@@ -355,17 +355,51 @@ struct barn {
 /* Every cache's barn of node `node`, or NULL before the node's first barn_put. */
 extern struct barn *uslub_barns[MAX_NODES];
 
-#define PCP_HIGH     64 /* order-0 pages a thread keeps */
 #define LCACHE_PAGES 16 /* large blocks up to 64 KiB are cached per thread ... */
 #define LCACHE_DEPTH 4	/* ... four of each size */
-#define PCP_BATCH    16 /* moved at once to and from the buddy */
+
+/* The thread's page cache (thread.c): free blocks of orders 0..PCP_MAX_ORDER, the orders
+ * the kernel's per-CPU pagesets hold (PAGE_ALLOC_COSTLY_ORDER), so slabs of every cache
+ * turn over without the node lock. Sizes in pages, all orders together. */
+#define PCP_MAX_ORDER	     3
+#define PCP_ORDERS	     (PCP_MAX_ORDER + 1)
+#define PCP_HIGH_MIN	     8	/* what a thread keeps before it shows demand: one order-3 block */
+#define PCP_HIGH	     64 /* ... and at most, after it has */
+#define PCP_HIGH_ORDER_PAGES 8	/* kept of each order above 0 */
+#define PCP_BATCH_SHIFT	     4	/* the largest order-0 refill: 16 pages */
+#define PCP_BATCH_STEPS	     (2 * PCP_BATCH_SHIFT)
+
+/* Page-cache counters, per order (folded like the caches' at exit; stats.c prints them). */
+#define USLUB_PCP_STAT_ITEMS(X)                                                                    \
+	X(PCP_HIT, pcp_hits)	   /* a block taken from the thread's list */                      \
+	X(PCP_MISS, pcp_misses)	   /* the list was empty: a refill from the buddy was tried */     \
+	X(PCP_REFILL, pcp_refills) /* blocks brought in by refills */                              \
+	X(PCP_FREE, pcp_frees)	   /* blocks freed into the list */                                \
+	X(PCP_DRAIN, pcp_drains)   /* blocks sent back to the buddy */
+enum uslub_pcp_stat_item {
+#define X(id, name) USLUB_##id,
+	USLUB_PCP_STAT_ITEMS(X)
+#undef X
+	    USLUB_NR_PCP_STATS
+};
+extern const char *const uslub_pcp_stat_names[USLUB_NR_PCP_STATS];
+/* Folded from exited threads, under uslub_stat_lock and uslub_fold_seq. */
+extern uint64_t uslub_pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
 
 struct uslub_thread {
 	struct cache_cpu cpu[USLUB_NR_CLASSES];
 	struct uslub_thread *reg_next, *reg_prev; /* registry, under uslub_registry_lock */
 	unsigned node;
-	unsigned pcp_count;
-	struct page_desc *pcp[PCP_HIGH];
+	/* The page cache: free blocks by order, linked through their descriptors' `list`,
+	 * newest first (the warmest are taken first, the oldest drained first). Only the
+	 * thread touches it (the orphan's: under uslub_orphan_lock). */
+	struct cds_list_head pcp[PCP_ORDERS];
+	uint16_t pcp_blocks[PCP_ORDERS]; /* blocks on each list */
+	unsigned pcp_count;		 /* pages on the lists */
+	unsigned pcp_node;		 /* the node the blocks came from */
+	uint16_t pcp_high;		 /* drained down when a free takes it past this */
+	uint8_t pcp_batch_step;		 /* an order-0 refill brings 2^(step / 2) pages */
+	uint64_t pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
 	uint64_t large_allocs, large_frees;
 	/* Freed large blocks of up to LCACHE_PAGES pages, by size, kept for reuse without the
 	 * node lock or fresh page faults (the role of tcache for glibc's small chunks). */
@@ -409,9 +443,14 @@ struct uslub_thread *uslub_thread_create(void);
  * lock of the caller's; skipped while another thread sweeps. */
 void uslub_threads_reap(unsigned budget);
 extern _Atomic unsigned long uslub_threads_reaped; /* states torn down that way */
-/* Order-0 pages through the thread's page cache. */
-struct page_desc *uslub_pcp_alloc(struct uslub_thread *t, unsigned node);
-void uslub_pcp_free(struct uslub_thread *t, struct page_desc *d);
+/* Blocks of 2^order pages through the thread's page cache (orders above PCP_MAX_ORDER go
+ * straight to the buddy). gfp as for uslub_pages_alloc: a block on the thread's list is at
+ * hand under any flags, GFP_NOWAIT included. */
+struct page_desc *uslub_pcp_alloc(struct uslub_thread *t, unsigned node, unsigned order,
+				  unsigned gfp);
+void uslub_pcp_free(struct uslub_thread *t, struct page_desc *d, unsigned order);
+/* Send the oldest blocks back until at most `keep` pages stay; with 0, the demand the
+ * cache has learnt is forgotten too (exit, malloc_trim). */
 void uslub_pcp_drain(struct uslub_thread *t, unsigned keep);
 /* Frees from threads whose state is gone go through here, serialised. */
 extern pthread_mutex_t uslub_orphan_lock;

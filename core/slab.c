@@ -384,7 +384,7 @@ static struct page_desc *allocate_slab(struct uslub_cache *c, struct uslub_threa
 	unsigned order = c->order;
 
 	if (order > c->min_order) {
-		s = uslub_pages_alloc(t->node, order, GFP_NOWAIT);
+		s = uslub_pcp_alloc(t, t->node, order, GFP_NOWAIT);
 		if (!s) {
 			if (uslub_config.high_order_wait) {
 				/* The pre-fix kernel: wait for the lock, grow, and at the cap
@@ -401,7 +401,7 @@ static struct page_desc *allocate_slab(struct uslub_cache *c, struct uslub_threa
 		}
 	}
 	if (!s)
-		s = order == 0 ? uslub_pcp_alloc(t, t->node) : uslub_pages_alloc(t->node, order, 0);
+		s = uslub_pcp_alloc(t, t->node, order, 0);
 	*order_out = order;
 	return s;
 }
@@ -436,8 +436,8 @@ void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub
 	if (unlikely(c->debug))
 		uslub_debug_slab_discard(c, s);
 	__atomic_store_n(&s->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
-	if (order == 0 && (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN)) {
-		uslub_pcp_free(t, s);
+	if (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN) {
+		uslub_pcp_free(t, s, order);
 	} else {
 		uslub_pages_free(s, order);
 	}

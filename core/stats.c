@@ -106,7 +106,9 @@ struct snap {
 	struct cache_snap c[USLUB_NR_CLASSES];
 	struct node_snap n[MAX_NODES];
 	struct uslub_totals tot;
-	uint64_t threads; /* thread states in the registry */
+	uint64_t threads;			      /* thread states in the registry */
+	uint64_t pcp[USLUB_NR_PCP_STATS][PCP_ORDERS]; /* threads' page caches, by order */
+	uint64_t pcp_pages;			      /* pages in them now */
 	uint64_t slab_bytes, large_bytes, requested, sampled_in_use;
 	int have_smaps;
 	struct uslub_os_smaps smaps;
@@ -131,7 +133,11 @@ static void read_counters(struct snap *s)
 		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 			for (unsigned k = 0; k < USLUB_NR_STATS; k++)
 				s->c[i].stat[k] = load(&uslub_caches[i].stat[k]);
+		for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++)
+			for (unsigned o = 0; o < PCP_ORDERS; o++)
+				s->pcp[k][o] = load(&uslub_pcp_stat[k][o]);
 		s->threads = 0;
+		s->pcp_pages = 0;
 		urcu_bp_read_lock();
 		for (struct uslub_thread *t = __atomic_load_n(&uslub_registry, __ATOMIC_ACQUIRE); t;
 		     t = __atomic_load_n(&t->reg_next, __ATOMIC_ACQUIRE)) {
@@ -140,6 +146,10 @@ static void read_counters(struct snap *s)
 			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 				for (unsigned k = 0; k < USLUB_NR_THREAD_STATS; k++)
 					s->c[i].stat[k] += load(&t->cpu[i].stat[k]);
+			for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++)
+				for (unsigned o = 0; o < PCP_ORDERS; o++)
+					s->pcp[k][o] += load(&t->pcp_stat[k][o]);
+			s->pcp_pages += __atomic_load_n(&t->pcp_count, __ATOMIC_RELAXED);
 		}
 		urcu_bp_read_unlock();
 		atomic_thread_fence(memory_order_acquire);
@@ -437,6 +447,13 @@ static void print_text(struct sink *o, const struct snap *s)
 			emit(o, "\n");
 		}
 	}
+	emit(o, "uslub: thread page caches: %lu KiB;", KIB(s->pcp_pages << USLUB_PAGE_SHIFT));
+	for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++) {
+		emit(o, "%s %s by order", k ? "," : "", uslub_pcp_stat_names[k]);
+		for (unsigned q = 0; q < PCP_ORDERS; q++)
+			emit(o, " %lu", s->pcp[k][q]);
+	}
+	emit(o, "\n");
 	emit(o,
 	     "uslub: totals: mapped %lu KiB (peak %lu), in use %lu KiB (peak %lu), slabs %lu "
 	     "KiB, large %lu KiB, huge %lu KiB, free pages %lu KiB, returned %lu KiB\n",
@@ -556,8 +573,14 @@ static void print_json(struct sink *o, const struct snap *s)
 	emit_array(o, "free_blocks", free_blocks, NORDERS);
 	emit(o,
 	     ", \"nowait_misses\": %lu, \"grows\": %lu, \"reclaims\": %lu, "
-	     "\"returned_bytes\": %lu, \"release_calls\": %lu}\n}\n",
-	     nowait, grows, reclaims, s->tot.returned, calls);
+	     "\"returned_bytes\": %lu, \"release_calls\": %lu, \"pcp_bytes\": %lu",
+	     nowait, grows, reclaims, s->tot.returned, calls, s->pcp_pages << USLUB_PAGE_SHIFT);
+	/* The threads' page caches, one array by order (0..3) per counter. */
+	for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++) {
+		emit(o, ", ");
+		emit_array(o, uslub_pcp_stat_names[k], s->pcp[k], PCP_ORDERS);
+	}
+	emit(o, "}\n}\n");
 }
 
 void uslub_stats_print(int fd, int json)

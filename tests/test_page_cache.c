@@ -1,0 +1,197 @@
+/* The thread's page cache (thread.c): blocks of orders 0-3, sized to use.
+ *
+ * - Turnover without the node lock: a discarded order-3 slab waits in the thread's cache,
+ *   and the next slab of that cache is made from it at its preferred order while another
+ *   thread holds the node's lock - no fallback, no wait; the same for orders 0-2.
+ * - The cache stays within its high mark; a trim empties it; the heap walker finds every
+ *   cached block loose and counted.
+ * - Parked threads: N threads that each hold a dozen small blocks of different sizes and
+ *   wait keep at most PCP_SPARE pages each in their page caches (before the refill was
+ *   sized to use: 8, the rest of a 16-page batch), and cost at most RSS_BOUND_KIB resident
+ *   each, their stacks included (measured 133 KiB in a release build; the slabs they
+ *   touch are most of it, which the sheaf and lazy-freelist work is to lower; not
+ *   checked in sanitizer builds, argument "rss"). */
+#include "check.h"
+#include "internal.h"
+#include "slab.h"
+#include "test_util.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#define PARKED	      200
+#define PCP_SPARE     3
+#define RSS_BOUND_KIB 144
+
+static const size_t sizes[] = {16, 24, 48, 64, 96, 128, 200, 256, 512, 768, 1024, 2048};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int holding, release_lock;
+
+/* Holds the slab zone's lock of node 0 until told to let go (or 5 s, so a wrong cache
+ * cannot hang the test: the main thread then notices it waited). */
+static void *lock_holder(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&uslub_nodes[0].lock);
+	pthread_mutex_lock(&lock);
+	holding = 1;
+	pthread_cond_broadcast(&cv);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	while (!release_lock && pthread_cond_timedwait(&cv, &lock, &until) == 0)
+		;
+	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&uslub_nodes[0].lock);
+	return NULL;
+}
+
+static void turnover_without_lock(void)
+{
+	tu_section("slab turnover from the page cache while the node lock is held elsewhere");
+	struct uslub_thread *t = uslub_tls_thread;
+	uslub_pcp_drain(t, 0);
+	CHECK(t->pcp_node == 0);
+	for (unsigned i = 0; i < NSIZES; i++) {
+		unsigned cls = uslub_size_to_class(sizes[i]);
+		struct uslub_cache *c = &uslub_caches[cls];
+		struct cache_cpu *cc = &t->cpu[cls];
+		if (c->debug || c->order > PCP_MAX_ORDER)
+			continue;
+		void *fl;
+		struct page_desc *s = uslub_new_slab(c, t, cc, &fl);
+		CHECKF(s && s->order == c->order, "%s: a slab of order %u", c->name, c->order);
+		if (!s)
+			continue;
+		uslub_discard_slab(c, s, t);
+		CHECKF(t->pcp_count >= (1U << c->order), "%s: its block waits in the cache",
+		       c->name);
+
+		holding = release_lock = 0;
+		pthread_t h;
+		pthread_create(&h, NULL, lock_holder, NULL);
+		pthread_mutex_lock(&lock);
+		while (!holding)
+			pthread_cond_wait(&cv, &lock);
+		pthread_mutex_unlock(&lock);
+		uint64_t hits = t->pcp_stat[USLUB_PCP_HIT][c->order];
+		uint64_t fallbacks = cc->stat[USLUB_STAT_ORDER_FALLBACK];
+		double t0 = tu_now();
+		struct page_desc *again = uslub_new_slab(c, t, cc, &fl);
+		double waited = tu_now() - t0;
+		pthread_mutex_lock(&lock);
+		release_lock = 1;
+		pthread_cond_broadcast(&cv);
+		pthread_mutex_unlock(&lock);
+		pthread_join(h, NULL);
+		CHECKF(again == s, "%s: the cached block is the next slab", c->name);
+		CHECKF(again && again->order == c->order, "%s: at the preferred order", c->name);
+		CHECKF(cc->stat[USLUB_STAT_ORDER_FALLBACK] == fallbacks, "%s: no fallback",
+		       c->name);
+		CHECKF(t->pcp_stat[USLUB_PCP_HIT][c->order] == hits + 1,
+		       "%s: counted as a hit of order %u", c->name, c->order);
+		CHECKF(waited < 1.0, "%s: no wait for the lock (%.3f s)", c->name, waited);
+		if (again)
+			uslub_discard_slab(c, again, t);
+	}
+
+	tu_section("the cache keeps within its high mark; the walker finds it consistent");
+	unsigned cls = uslub_size_to_class(2048);
+	struct uslub_cache *c = &uslub_caches[cls];
+	struct page_desc *slabs[32];
+	unsigned n = 0;
+	for (; n < 32; n++) {
+		void *fl;
+		slabs[n] = uslub_new_slab(c, t, &t->cpu[cls], &fl);
+		if (!slabs[n])
+			break;
+	}
+	CHECK_EQ(n, 32);
+	for (unsigned i = 0; i < n; i++) {
+		uslub_discard_slab(c, slabs[i], t);
+		CHECKF(t->pcp_count <= t->pcp_high && t->pcp_high <= PCP_HIGH,
+		       "%u pages cached, high %u", t->pcp_count, t->pcp_high);
+	}
+	CHECKF(t->pcp_high > PCP_HIGH_MIN, "refills raised the high mark (%u)", t->pcp_high);
+	CHECK(t->pcp_stat[USLUB_PCP_DRAIN][c->order] > 0);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	CHECK_EQ(chk.pcp_pages, t->pcp_count);
+	CHECK(uslub_pages_check(0) == 0);
+	MALLOC_TRIM(0);
+	CHECK_EQ(t->pcp_count, 0);
+	CHECK_EQ(t->pcp_high, PCP_HIGH_MIN);
+}
+
+static unsigned parked;
+static int wake;
+static bool check_rss; /* argument "rss": not in sanitizer builds (tests/meson.build) */
+
+static void *parker(void *arg)
+{
+	unsigned char tag = (unsigned char)(uintptr_t)arg;
+	unsigned char *p[NSIZES];
+	for (unsigned i = 0; i < NSIZES; i++) {
+		p[i] = MALLOC(sizes[i]);
+		CHECK(p[i] != NULL);
+		memset(p[i], tag, sizes[i]);
+	}
+	pthread_mutex_lock(&lock);
+	parked++;
+	pthread_cond_broadcast(&cv);
+	while (!wake)
+		pthread_cond_wait(&cv, &lock);
+	pthread_mutex_unlock(&lock);
+	for (unsigned i = 0; i < NSIZES; i++) {
+		CHECK(p[i][0] == tag && p[i][sizes[i] - 1] == tag);
+		FREE(p[i]);
+	}
+	return NULL;
+}
+
+static void parked_threads(void)
+{
+	tu_section("%u parked threads holding %zu small blocks each", PARKED, NSIZES);
+	static pthread_t tids[PARKED];
+	struct uslub_check before, after;
+	CHECK_EQ(uslub_check_heap(&before, 2), 0);
+	size_t rss0 = tu_rss_bytes();
+	for (unsigned i = 0; i < PARKED; i++)
+		CHECK(pthread_create(&tids[i], NULL, parker, (void *)(uintptr_t)i) == 0);
+	pthread_mutex_lock(&lock);
+	while (parked < PARKED)
+		pthread_cond_wait(&cv, &lock);
+	pthread_mutex_unlock(&lock);
+	size_t rss1 = tu_rss_bytes();
+	CHECK_EQ(uslub_check_heap(&after, 2), 0);
+	pthread_mutex_lock(&lock);
+	wake = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&lock);
+	for (unsigned i = 0; i < PARKED; i++)
+		pthread_join(tids[i], NULL);
+
+	double spare = (double)(after.pcp_pages - before.pcp_pages) / PARKED;
+	double kib = (double)(rss1 - rss0) / 1024 / PARKED;
+	printf("  page cache %.2f pages per thread, resident %.1f KiB per thread\n", spare, kib);
+	CHECKF(spare <= PCP_SPARE, "%.2f cached pages per parked thread (at most %u)", spare,
+	       PCP_SPARE);
+	if (check_rss)
+		CHECKF(kib <= RSS_BOUND_KIB, "%.1f KiB resident per parked thread (at most %u)",
+		       kib, RSS_BOUND_KIB);
+	struct uslub_check end;
+	CHECK_EQ(uslub_check_heap(&end, 2), 0);
+}
+
+int main(int argc, char **argv)
+{
+	tu_clean_env(argv);
+	check_rss = argc > 1 && strcmp(argv[1], "rss") == 0;
+	FREE(MALLOC(1)); /* start-up and this thread's state */
+	turnover_without_lock();
+	parked_threads();
+	return tu_summary("test_page_cache");
+}
