@@ -175,6 +175,7 @@ struct uslub_node {
 	uint32_t reuse_step;		  /* the step whose slots were filled last */
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
 	uint64_t decay_passes;		  /* passes that handed memory back */
+	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
 	uint64_t grows;
 	uint64_t nowait_misses; /* high-order tries that found nothing at hand */

@@ -88,6 +88,7 @@
 #include "vg.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -689,8 +690,10 @@ static size_t decay_zone(struct uslub_node *n, uint32_t step)
 			batch = d;
 		}
 	}
-	if (batch)
+	if (batch) {
 		n->decay_passes++;
+		n->handing_back++;
+	}
 	pthread_mutex_unlock(&n->lock);
 	if (!batch)
 		return 0;
@@ -1053,6 +1056,8 @@ static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mod
 			batch = d;
 		}
 	}
+	if (batch)
+		n->handing_back++;
 	pthread_mutex_unlock(&n->lock);
 	if (!batch)
 		return 0;
@@ -1089,14 +1094,28 @@ static void hand_back(struct uslub_node *n, struct page_desc *batch)
 	}
 	n->released_bytes += released;
 	n->release_calls++;
+	n->handing_back--;
 	pthread_mutex_unlock(&n->lock);
+}
+
+/* Zone n's lock, once no block of it is away being handed back (hand_back): fork must
+ * not copy a heap whose blocks are on no list - a child would have lost them - nor may
+ * the heap walker see one. The hand-back needs only this zone's lock to finish. */
+static void lock_quiet(struct uslub_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	while (n->handing_back) {
+		pthread_mutex_unlock(&n->lock);
+		sched_yield();
+		pthread_mutex_lock(&n->lock);
+	}
 }
 
 void uslub_pages_lock_all(void)
 {
 	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
-		pthread_mutex_lock(&uslub_nodes[i].lock);
-		pthread_mutex_lock(&uslub_nodes[LARGE_ZONE(i)].lock);
+		lock_quiet(&uslub_nodes[i]);
+		lock_quiet(&uslub_nodes[LARGE_ZONE(i)]);
 	}
 }
 
