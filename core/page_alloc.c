@@ -622,7 +622,7 @@ static unsigned age_of(const struct page_desc *d, uint32_t step)
 	return age < DECAY_STEPS ? age : DECAY_STEPS;
 }
 
-static void hand_back(struct uslub_node *n, struct page_desc *batch);
+static size_t hand_back(struct uslub_node *n, struct page_desc *batch);
 
 /* Warm blocks looked at per pass, under the lock (largest orders first, so a heap of
  * whole free blocks is seen whole; a heap cut into more small free blocks than this is
@@ -697,9 +697,7 @@ static size_t decay_zone(struct uslub_node *n, uint32_t step)
 	pthread_mutex_unlock(&n->lock);
 	if (!batch)
 		return 0;
-	uint64_t before = n->released_bytes;
-	hand_back(n, batch);
-	return (size_t)(__atomic_load_n(&n->released_bytes, __ATOMIC_RELAXED) - before);
+	return hand_back(n, batch);
 }
 
 /* On the allocator's slow paths (pages freed or taken, never the no-wait try): a pass
@@ -1061,15 +1059,13 @@ static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mod
 	pthread_mutex_unlock(&n->lock);
 	if (!batch)
 		return 0;
-	uint64_t before = n->released_bytes;
-	hand_back(n, batch);
-	return (size_t)(__atomic_load_n(&n->released_bytes, __ATOMIC_RELAXED) - before);
+	return hand_back(n, batch);
 }
 
 /* Blocks taken off zone n's lists go back to the OS and onto the lists again, handed back
  * (or as they were, where the OS refused). madvise outside the lock: other threads keep
- * allocating meanwhile. */
-static void hand_back(struct uslub_node *n, struct page_desc *batch)
+ * allocating meanwhile. Bytes handed back. */
+static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
 {
 	size_t released = 0;
 	struct page_desc *done = batch;
@@ -1096,6 +1092,7 @@ static void hand_back(struct uslub_node *n, struct page_desc *batch)
 	n->release_calls++;
 	n->handing_back--;
 	pthread_mutex_unlock(&n->lock);
+	return released;
 }
 
 /* Zone n's lock, once no block of it is away being handed back (hand_back): fork must
