@@ -199,7 +199,8 @@ static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, 
 			if (uslub_config.mem_limit &&
 			    uslub_os_release(page_address(warm), block_bytes(order)) == 0) {
 				atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(order));
-				n->released_bytes += block_bytes(order);
+				__atomic_fetch_add(&n->released_bytes, block_bytes(order),
+						   __ATOMIC_RELAXED);
 				flags |= PF_RELEASED | PF_COLD;
 				b->flags |= PF_RELEASED | PF_COLD;
 			} else {
@@ -1019,7 +1020,7 @@ size_t uslub_pages_unmap_free(void)
 				memset(b, 0, sizeof(*b)); /* as if never grown */
 				__atomic_store_n(&r->grown, r->grown - (1UL << order),
 						 __ATOMIC_RELAXED);
-				n->released_bytes += bytes;
+				__atomic_fetch_add(&n->released_bytes, bytes, __ATOMIC_RELAXED);
 				unmapped += bytes;
 			}
 		}
@@ -1095,8 +1096,10 @@ static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
 		free_one(n, done, done->order, done->flags, done->objects);
 		done = next;
 	}
-	n->released_bytes += released;
-	n->release_calls++;
+	/* Atomic: the statistics read them without the lock, now also while the
+	 * background thread hands memory back. */
+	__atomic_fetch_add(&n->released_bytes, released, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&n->release_calls, 1, __ATOMIC_RELAXED);
 	n->handing_back--;
 	pthread_mutex_unlock(&n->lock);
 	return released;
