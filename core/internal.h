@@ -172,6 +172,7 @@ struct uslub_node {
 	uint64_t released_free_pages;	  /* free, and handed back to the OS after use */
 	uint64_t reuse_high[DECAY_STEPS]; /* per step: highest level of used free memory */
 	uint64_t reuse[DECAY_STEPS];	  /* per step: most of it taken again since a high */
+	uint64_t reuse_window_high;	  /* the highest of reuse_high */
 	uint32_t reuse_step;		  /* the step whose slots were filled last */
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
 	uint64_t decay_passes;		  /* passes that handed memory back */

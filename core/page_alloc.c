@@ -577,27 +577,21 @@ static uint64_t used_free_pages(const struct uslub_node *n)
 	return n->warm_free_pages + n->released_free_pages;
 }
 
-static uint64_t window_high(const struct uslub_node *n)
-{
-	uint64_t high = 0;
-	for (unsigned k = 0; k < DECAY_STEPS; k++)
-		if (n->reuse_high[k] > high)
-			high = n->reuse_high[k];
-	return high;
-}
-
 /* After pages went free, under the lock. */
 static void note_free(struct uslub_node *n)
 {
+	uint64_t level = used_free_pages(n);
 	uint64_t *high = &n->reuse_high[n->reuse_step % DECAY_STEPS];
-	if (used_free_pages(n) > *high)
-		*high = used_free_pages(n);
+	if (level > *high)
+		*high = level;
+	if (level > n->reuse_window_high)
+		n->reuse_window_high = level;
 }
 
 /* After pages were taken, under the lock: the fall from the period's high is reuse. */
 static void note_reuse(struct uslub_node *n)
 {
-	uint64_t high = window_high(n), level = used_free_pages(n);
+	uint64_t high = n->reuse_window_high, level = used_free_pages(n);
 	uint64_t *reuse = &n->reuse[n->reuse_step % DECAY_STEPS];
 	if (high > level && high - level > *reuse)
 		*reuse = high - level;
@@ -614,6 +608,10 @@ static void reuse_advance(struct uslub_node *n, uint32_t step)
 		n->reuse_high[(n->reuse_step + k) % DECAY_STEPS] = 0;
 	}
 	n->reuse_step = step;
+	n->reuse_window_high = 0;
+	for (unsigned k = 0; k < DECAY_STEPS; k++)
+		if (n->reuse_high[k] > n->reuse_window_high)
+			n->reuse_window_high = n->reuse_high[k];
 	note_free(n); /* a fall from today's level counts */
 }
 
@@ -728,12 +726,21 @@ size_t uslub_pages_decay_all(void)
 	return released;
 }
 
+/* Read under each zone's lock: a free that the thread does not see here takes the lock
+ * after it, and so sees the thread's `idle` (uslub_background_note) - no fence on the
+ * free path. */
+static bool zone_warm(struct uslub_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	bool warm = n->warm_free_pages != 0;
+	pthread_mutex_unlock(&n->lock);
+	return warm;
+}
+
 long uslub_pages_decay_wait_ms(void)
 {
 	for (unsigned i = 0; i < uslub_nr_nodes; i++)
-		if (__atomic_load_n(&uslub_nodes[i].warm_free_pages, __ATOMIC_RELAXED) ||
-		    __atomic_load_n(&uslub_nodes[LARGE_ZONE(i)].warm_free_pages,
-				    __ATOMIC_RELAXED)) {
+		if (zone_warm(&uslub_nodes[i]) || zone_warm(&uslub_nodes[LARGE_ZONE(i)])) {
 			uint64_t len = step_ms();
 			return (long)(len - now_ms() % len + 1);
 		}

@@ -213,9 +213,8 @@ void uslub_replenish_stop(void)
 
 void uslub_background_note(uint64_t warm_bytes)
 {
-	/* Pairs with the thread's store of `idle` before it looks at the zones again: one
-	 * of the two sees the other. */
-	atomic_thread_fence(memory_order_seq_cst);
+	/* The caller dropped the zone lock after its free; the thread sets `idle` before it
+	 * looks at the zones under their locks, so one of the two sees the other. */
 	if (atomic_load_explicit(&idle, memory_order_relaxed)) {
 		if (atomic_exchange(&idle, 0)) {
 			atomic_fetch_add(&kick_seq, 1);
