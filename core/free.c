@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "debug.h"
 #include "print.h"
+#include "replenish.h"
 #include "slab.h"
 
 #include <errno.h>
@@ -105,6 +106,9 @@ void uslub_free_slow(void *p, struct page_desc *s)
 	}
 	if (s->kind == PAGE_LARGE) {
 		uslub_large_free(s, p); /* takes the thread's slow_lock for its cache */
+		/* A safe point (see uslub_sheaf_overflow). */
+		if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
+			uslub_replenish_start();
 		errno = saved;
 		return;
 	}

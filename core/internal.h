@@ -158,6 +158,10 @@ static inline void *page_address(const struct page_desc *d)
 
 /* ---- the page allocator (page_alloc.c) ------------------------------------------ */
 
+/* A decay period (USLUB_DECAY_MS) is cut into this many steps: free memory is stamped
+ * with its step, and the decay looks at it once a step. */
+#define DECAY_STEPS 8
+
 struct uslub_node {
 	pthread_mutex_t lock;
 	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
@@ -169,7 +173,15 @@ struct uslub_node {
 	struct page_desc *large_next;
 	uint64_t free_pages;
 	uint64_t warm_free_pages; /* free and probably resident */
-	uint16_t epoch;		  /* release decay: bumped at each timed release */
+	/* Decay (page_alloc.c, section 6), under the lock but for decay_last. */
+	uint64_t released_free_pages;	  /* free, and handed back to the OS after use */
+	uint64_t reuse_high[DECAY_STEPS]; /* per step: highest level of used free memory */
+	uint64_t reuse[DECAY_STEPS];	  /* per step: most of it taken again since a high */
+	uint64_t reuse_window_high;	  /* the highest of reuse_high */
+	uint32_t reuse_step;		  /* the step whose slots were filled last */
+	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
+	uint64_t decay_passes;		  /* passes that handed memory back */
+	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
 	uint64_t grows;
 	uint64_t nowait_misses; /* high-order tries that found nothing at hand */
@@ -239,8 +251,13 @@ size_t uslub_pages_unmap_free(void);
 size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Would taking `bytes` more from the OS pass USLUB_MEM_LIMIT? */
 bool uslub_over_limit(uint64_t bytes);
-/* Warm free memory a node may keep before handing the excess back to the OS. */
+/* Warm free memory a zone keeps however little of it is reused (M_TRIM_THRESHOLD). */
 uint64_t uslub_release_threshold(void);
+/* One decay pass over every zone whose pass for the current step is due; the background
+ * thread's work. Bytes handed back. */
+size_t uslub_pages_decay_all(void);
+/* Milliseconds until the next decay step; -1 when no zone holds warm free memory. */
+long uslub_pages_decay_wait_ms(void);
 /* Bind every zone's regions to their node (uslub_topo.real_multi): for the regions made
  * before the topology was known; region_new binds the later ones. */
 void uslub_pages_bind_regions(void);
@@ -354,6 +371,8 @@ struct barn {
 };
 /* Every cache's barn of node `node`, or NULL before the node's first barn_put. */
 extern struct barn *uslub_barns[MAX_NODES];
+/* Does any barn hold objects? (A racy look, for the background thread's sleep.) */
+bool uslub_barns_held(void);
 
 #define LCACHE_PAGES 16 /* large blocks up to 64 KiB are cached per thread ... */
 #define LCACHE_DEPTH 4	/* ... four of each size */
@@ -580,6 +599,7 @@ static inline void uslub_slow_exit(struct uslub_thread *t, bool entered)
  * in a row is idle. Returns the states drained. */
 unsigned uslub_threads_drain_idle(void);
 extern _Atomic unsigned long uslub_threads_drained; /* states drained that way */
+extern unsigned uslub_threads_not_idle; /* live states the last drain left: not idle yet */
 static inline void uslub_init(void)
 {
 	if (unlikely(!atomic_load_explicit(&uslub_ready, memory_order_acquire)))

@@ -33,8 +33,13 @@ static const struct option_desc options[] = {
      "objects per slab the order calculation aims for; 0 = 4 * (fls(cpus) + 1)"},
     {"USLUB_HIGH_ORDER", OPT_CHOICE, CFG(high_order_wait), 0, 0, 0, "nowait|wait",
      "nowait: try the preferred order, else take the minimum at once; wait: block for it"},
-    {"USLUB_BACKGROUND", OPT_UINT, CFG(background), 0, 0, 1, NULL,
-     "1 starts the replenisher thread that prepares warm high-order blocks"},
+    {"USLUB_BACKGROUND", OPT_CHOICE, CFG(background), USLUB_BG_AUTO, 0, 0, "0|1|auto",
+     "auto: a thread that hands free memory back when the program is quiet, started once "
+     "there is some to hand back; 1: started at once, and it also prepares warm "
+     "high-order blocks (the replenisher); 0: no thread"},
+    {"USLUB_DECAY_MS", OPT_UINT, CFG(decay_ms), 10000, 80, 3600000, NULL,
+     "free memory unused this long goes back to the OS; what recent use does not call "
+     "for goes after an eighth to a quarter of it"},
     {"USLUB_MEM_LIMIT", OPT_BYTES, CFG(mem_limit), 0, 0, 0, NULL,
      "cap on memory taken from the OS (K/M/G suffixes); 0 = none"},
     {"USLUB_STATS", OPT_CHOICE, CFG(stats), 0, 0, 0, "0|1|json|text|live",

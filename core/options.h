@@ -12,6 +12,10 @@ enum uslub_stats_mode { USLUB_STATS_OFF, USLUB_STATS_TEXT, USLUB_STATS_JSON, USL
  * default); full: also obfuscated, range-checked free pointers, through the slow path. */
 enum uslub_harden_mode { USLUB_HARDEN_OFF, USLUB_HARDEN_RANDOM, USLUB_HARDEN_FULL };
 
+/* USLUB_BACKGROUND: no thread; the replenisher and decay thread started at once; only
+ * the decay thread, started once there is free memory to hand back (the default). */
+enum uslub_background_mode { USLUB_BG_OFF, USLUB_BG_ON, USLUB_BG_AUTO };
+
 /* The most objects a thread's sheaf of one cache holds (USLUB_SHEAVES). */
 #define SHEAF_MAX 28
 
@@ -39,9 +43,10 @@ struct uslub_config {
 	unsigned max_order;
 	unsigned min_objects; /* 0: the kernel's rule on CPU count */
 	unsigned high_order_wait;
-	unsigned background;
-	uint64_t mem_limit; /* 0: none */
-	unsigned stats;	    /* enum uslub_stats_mode */
+	unsigned background; /* enum uslub_background_mode */
+	unsigned decay_ms;   /* USLUB_DECAY_MS */
+	uint64_t mem_limit;  /* 0: none */
+	unsigned stats;	     /* enum uslub_stats_mode */
 	unsigned verbose;
 	unsigned harden;  /* enum uslub_harden_mode */
 	unsigned sheaves; /* sheaf capacity in objects, 0: none */

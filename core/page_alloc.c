@@ -51,24 +51,56 @@
  *
  * 5. Accounting. uslub_mapped_bytes counts the pages grown (descriptors aside) and huge
  *    blocks; memory handed back to the OS is subtracted and added again when a block that
- *    holds it is used. USLUB_MEM_LIMIT bounds that figure. */
+ *    holds it is used. USLUB_MEM_LIMIT bounds that figure.
+ *
+ * 6. Decay: free memory follows recent use. Warm free memory goes back to the OS
+ *    (MADV_DONTNEED) by the clock, not only when pages are freed (before: only at a free,
+ *    and only past a quarter of the heap - 300 MiB of a 1.2 GiB spike stayed forever).
+ *    - Age. Time is counted in steps, an eighth of USLUB_DECAY_MS (10 s: 1.25 s steps). A
+ *      warm block carries the step it went free in; a split keeps it, a merge of two warm
+ *      halves takes the mean (the age of its pages on average). Reuse is LIFO (warm
+ *      blocks head each list), so what a program takes again stays young.
+ *    - Recent reuse. Free memory that was in use once - warm, or handed back and still
+ *      free - is a level that frees raise, reuse lowers and hand-backs leave alone; its
+ *      largest fall from a high within the period is what the program took again. Up to
+ *      that much (at least M_TRIM_THRESHOLD) is kept; it is the wave that a program which
+ *      frees and reallocates in waves needs warm, and it is bounded by recent use, not by
+ *      the peak.
+ *    - A pass (decay_zone), once a step per zone: blocks free for the whole period go
+ *      back; of the rest, what exceeds the recent reuse goes back oldest first, from
+ *      blocks free for at least two steps. After a 1 GiB spike and with no reuse, that
+ *      is everything but 32 MiB after two to three steps, and the rest after the period.
+ *    - Who makes it: the first page allocation or free of a new step (a look at the
+ *      coarse clock otherwise; never the no-wait high-order try, which must not wait for
+ *      the lock), and the background thread (replenish.c) each step while any zone holds
+ *      warm free memory - a program whose traffic is all fast paths reaches neither
+ *      slow path.
+ *    Measured on the stress and realloc workloads, the earlier rule's lessons stand: free
+ *    memory handed back the moment it exceeds a bound is faulted in again at once
+ *    (8 GB returned and refaulted in a 5-second stress run; 30 GB in a 3-second realloc
+ *    run at a fixed 32 MiB live set, with a bound at 32 MiB), hence the minimum age and
+ *    the reuse bound. malloc_trim hands back everything at once; the cap's reclaim too. */
 #include "internal.h"
 #include "options.h"
 #include "node.h"
 #include "os.h"
+#include "replenish.h"
 #include "vg.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
 /* Flag of a free block whose pages are not counted in uslub_mapped_bytes. */
 #define PF_RELEASED 0x4
 
-/* What release_blocks hands back: warm blocks, warm blocks free for a whole epoch, or
- * every block not handed back yet (fresh ones included). */
-enum release_mode { RELEASE_ANY, RELEASE_OLD, RELEASE_ALL };
+/* What release_blocks hands back: warm blocks, or every block not handed back yet (fresh
+ * ones included). The decay chooses by age (decay_zone). */
+enum release_mode { RELEASE_ANY, RELEASE_ALL };
 static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mode);
+static void maybe_decay(struct uslub_node *n);
+static void note_reuse(struct uslub_node *n);
 
 struct region *uslub_region_table[REGION_SLOTS];
 struct uslub_node uslub_nodes[NR_ZONES];
@@ -103,7 +135,9 @@ static void mapped_add(uint64_t bytes)
 		;
 }
 
-static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags)
+/* A warm block's `objects` holds the decay step in which it went free (section 6). */
+static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags,
+			uint16_t stamp)
 {
 	__atomic_store_n(&d->kind, PAGE_FREE, __ATOMIC_RELAXED);
 	d->order = (uint8_t)order;
@@ -112,11 +146,13 @@ static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned orde
 	d->owner = NULL;
 	if (flags & PF_COLD) {
 		cds_list_add_tail(&d->list, &n->free_area[order]);
+		if (flags & PF_RELEASED)
+			n->released_free_pages += 1UL << order;
 	} else {
 		cds_list_add(&d->list, &n->free_area[order]);
 		n->warm_free_pages += 1UL << order;
 		n->nr_warm[order]++;
-		d->objects = n->epoch; /* when it went free, for the decay in maybe_release */
+		d->objects = stamp;
 	}
 	n->nr_free[order]++;
 	n->free_pages += 1UL << order;
@@ -131,18 +167,29 @@ static void list_remove(struct uslub_node *n, struct page_desc *d)
 	if (!(d->flags & PF_COLD)) {
 		n->warm_free_pages -= 1UL << order;
 		n->nr_warm[order]--;
+	} else if (d->flags & PF_RELEASED) {
+		n->released_free_pages -= 1UL << order;
 	}
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 }
 
-/* Put one naturally aligned block back and merge it with free buddies, under the lock. */
-static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags)
+/* Put one naturally aligned block back and merge it with free buddies, under the lock.
+ * `stamp`: the decay step it went free in, when warm. */
+static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags,
+		     uint16_t stamp)
 {
 	while (order < USLUB_MAX_ORDER) {
 		struct page_desc *b = buddy_of(d, order);
 		if (__atomic_load_n(&b->kind, __ATOMIC_RELAXED) != PAGE_FREE || b->order != order)
 			break;
 		list_remove(n, b);
+		/* Two warm halves of one size: the merged block went free, on average over its
+		 * pages, halfway between them (so a page freed next to a long-free block does
+		 * not make it all look new, nor the other way round). */
+		if (!(b->flags & PF_COLD))
+			stamp = (flags & PF_COLD)
+				    ? b->objects
+				    : (uint16_t)(stamp + (int16_t)(b->objects - stamp) / 2);
 		/* Merged halves: cold only if both are; released (uncounted) only if both
 		 * are. Otherwise the released half is counted as mapped again - unless a cap
 		 * is set, where the figure must stay exact: then the other half goes back to
@@ -152,7 +199,8 @@ static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, 
 			if (uslub_config.mem_limit &&
 			    uslub_os_release(page_address(warm), block_bytes(order)) == 0) {
 				atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(order));
-				n->released_bytes += block_bytes(order);
+				__atomic_fetch_add(&n->released_bytes, block_bytes(order),
+						   __ATOMIC_RELAXED);
 				flags |= PF_RELEASED | PF_COLD;
 				b->flags |= PF_RELEASED | PF_COLD;
 			} else {
@@ -166,7 +214,7 @@ static void free_one(struct uslub_node *n, struct page_desc *d, unsigned order, 
 		}
 		order++;
 	}
-	list_insert(n, d, order, flags);
+	list_insert(n, d, order, flags, stamp);
 }
 
 /* ---- regions: address space as it is used -------------------------------------- */
@@ -329,7 +377,7 @@ static int grow(struct uslub_node *n, unsigned min_order)
 	__atomic_store_n(&r->grown, r->grown + (1UL << order), __ATOMIC_RELAXED); /* stats */
 	n->grows++;
 	mapped_add(block_bytes(order));
-	free_one(n, d, order, PF_COLD);
+	free_one(n, d, order, PF_COLD, 0);
 	return 0;
 }
 
@@ -374,8 +422,9 @@ static struct page_desc *take_block(struct uslub_node *n, struct page_desc *d, u
 	list_remove(n, d);
 	while (o > order) {
 		o--;
-		list_insert(n, d + (1UL << o), o, flags);
+		list_insert(n, d + (1UL << o), o, flags, d->objects); /* free as long as d */
 	}
+	note_reuse(n);
 	if (flags & PF_RELEASED) {
 		/* The halves split off above stay uncounted; only this block returns. */
 		mapped_add(block_bytes(order));
@@ -465,7 +514,10 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		reclaimed = true;
 		borrowed = false;
 	}
-	return take_block(n, d, order);
+	d = take_block(n, d, order);
+	if (!(gfp & GFP_TRYLOCK))
+		maybe_decay(n);
+	return d;
 }
 
 static void clear_tails(struct page_desc *d, size_t npages)
@@ -475,78 +527,240 @@ static void clear_tails(struct page_desc *d, size_t npages)
 }
 
 static void free_range_locked(struct uslub_node *n, struct page_desc *d, size_t npages,
-			      unsigned flags)
+			      unsigned flags, uint16_t stamp)
 {
 	uintptr_t idx = page_index(d);
 	while (npages) {
 		unsigned o = 0;
 		while (o < USLUB_MAX_ORDER && !(idx & (1UL << o)) && (2UL << o) <= npages)
 			o++;
-		free_one(n, d, o, flags);
+		free_one(n, d, o, flags, stamp);
 		d += 1UL << o;
 		idx += 1UL << o;
 		npages -= 1UL << o;
 	}
 }
 
-/* Warm free memory past the threshold goes back to the OS, down to half of it. The
- * threshold grows with the heap (a quarter of what is mapped), and between the threshold
- * and four times it memory goes back at most once a second: a program that frees and
- * reallocates in waves would otherwise hand pages back only to fault them in again a
- * moment later (measured: 8 GB returned and refaulted in a 5-second stress run).
- * malloc_trim hands back everything, at once. */
-static _Atomic uint64_t last_release_ms[NR_ZONES];
+/* ---- decay: free memory follows recent use ---------------------------------------- */
 
-uint64_t uslub_release_threshold(void)
-{
-	/* A quarter of the heap, at least M_TRIM_THRESHOLD: a program whose live set swings
-	 * by hundreds of MiB would otherwise hand memory back on every swing (measured: 30 GB
-	 * returned and faulted in again by a 3-second realloc workload at a fixed 32 MiB). */
-	uint64_t quarter = atomic_load_explicit(&uslub_mapped_bytes, memory_order_relaxed) / 4;
-	return quarter > uslub_trim_threshold ? quarter : uslub_trim_threshold;
-}
-
+/* Time in decay steps: an eighth of USLUB_DECAY_MS each (1.25 s by default), read from
+ * the coarse clock (vDSO: no system call, a few nanoseconds). */
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Past the threshold, at most once a second, the blocks that have stayed free for a whole
- * epoch (one to two seconds) go back - the decay jemalloc applies to dirty pages, coarse.
- * Past four times the threshold, the excess goes back at once, newest or not. (Measured:
- * a bound at twice the threshold made a realloc-heavy workload eight times slower.) */
-static void maybe_release(struct uslub_node *n)
+static uint64_t step_ms(void)
 {
-	uint64_t threshold = uslub_release_threshold();
-	uint64_t warm = __atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) << USLUB_PAGE_SHIFT;
-	if (warm <= threshold)
-		return;
-	unsigned node = (unsigned)(n - uslub_nodes);
-	if (warm > 4 * threshold) {
-		release_blocks(node, (2 * threshold) >> USLUB_PAGE_SHIFT, RELEASE_ANY);
-		return;
+	/* Tests that link core/ without reading the settings see 0: the default then. */
+	unsigned period = uslub_config.decay_ms ? uslub_config.decay_ms : 10000;
+	return period / DECAY_STEPS ? period / DECAY_STEPS : 1;
+}
+
+static uint32_t step_now(void)
+{
+	return (uint32_t)(now_ms() / step_ms());
+}
+
+uint64_t uslub_release_threshold(void)
+{
+	return uslub_trim_threshold;
+}
+
+/* Free memory that was in use once: warm, or handed back and not used since. Frees raise
+ * it, allocations that reuse memory lower it, hand-backs leave it as it is - so how far it
+ * falls from a recent high is how much freed memory the program has taken again. */
+static uint64_t used_free_pages(const struct uslub_node *n)
+{
+	return n->warm_free_pages + n->released_free_pages;
+}
+
+/* After pages went free, under the lock. */
+static void note_free(struct uslub_node *n)
+{
+	uint64_t level = used_free_pages(n);
+	uint64_t *high = &n->reuse_high[n->reuse_step % DECAY_STEPS];
+	if (level > *high)
+		*high = level;
+	if (level > n->reuse_window_high)
+		n->reuse_window_high = level;
+}
+
+/* After pages were taken, under the lock: the fall from the period's high is reuse. */
+static void note_reuse(struct uslub_node *n)
+{
+	uint64_t high = n->reuse_window_high, level = used_free_pages(n);
+	uint64_t *reuse = &n->reuse[n->reuse_step % DECAY_STEPS];
+	if (high > level && high - level > *reuse)
+		*reuse = high - level;
+}
+
+/* The slots of the steps since the last pass start empty; under the lock. */
+static void reuse_advance(struct uslub_node *n, uint32_t step)
+{
+	uint32_t gap = step - n->reuse_step;
+	if (gap > DECAY_STEPS)
+		gap = DECAY_STEPS;
+	for (uint32_t k = 1; k <= gap; k++) {
+		n->reuse[(n->reuse_step + k) % DECAY_STEPS] = 0;
+		n->reuse_high[(n->reuse_step + k) % DECAY_STEPS] = 0;
 	}
-	uint64_t now = now_ms(), last = atomic_load(&last_release_ms[node]);
-	if (now - last < 1000 ||
-	    !atomic_compare_exchange_strong(&last_release_ms[node], &last, now))
-		return;
-	release_blocks(node, (threshold / 2) >> USLUB_PAGE_SHIFT, RELEASE_OLD);
+	n->reuse_step = step;
+	n->reuse_window_high = 0;
+	for (unsigned k = 0; k < DECAY_STEPS; k++)
+		if (n->reuse_high[k] > n->reuse_window_high)
+			n->reuse_window_high = n->reuse_high[k];
+	note_free(n); /* a fall from today's level counts */
+}
+
+static unsigned age_of(const struct page_desc *d, uint32_t step)
+{
+	unsigned age = (uint16_t)((uint16_t)step - d->objects);
+	return age < DECAY_STEPS ? age : DECAY_STEPS;
+}
+
+static size_t hand_back(struct uslub_node *n, struct page_desc *batch);
+
+/* Warm blocks looked at per pass, under the lock (largest orders first, so a heap of
+ * whole free blocks is seen whole; a heap cut into more small free blocks than this is
+ * decayed a part at a time). */
+#define DECAY_SCAN 16384
+/* Below this age (in steps) free memory stays, whatever the reuse says: long enough for
+ * a program that frees and reallocates in waves to show its reuse. */
+#define DECAY_MIN_AGE 2
+
+/* One pass over zone n for `step`, if no one has made it yet:
+ *   - warm blocks free for the whole period (DECAY_STEPS steps) go back;
+ *   - of the rest, what the recent reuse does not call for goes back, oldest first,
+ *     from blocks free at least DECAY_MIN_AGE steps.
+ * "Recent reuse" is the most freed memory the program took again within the period
+ * (note_reuse), at least M_TRIM_THRESHOLD: a program that reallocates in waves keeps a
+ * wave's worth warm, one that freed a spike and stays small keeps the threshold. */
+static size_t decay_zone(struct uslub_node *n, uint32_t step)
+{
+	uint32_t last = atomic_load_explicit(&n->decay_last, memory_order_relaxed);
+	if (last == step ||
+	    !atomic_compare_exchange_strong_explicit(&n->decay_last, &last, step,
+						     memory_order_relaxed, memory_order_relaxed))
+		return 0;
 	pthread_mutex_lock(&n->lock);
-	n->epoch++;
+	reuse_advance(n, step);
+	/* An eighth more than the largest reuse: waves differ a little from one to the
+	 * next, and without the margin the few MiB a wave needs beyond the last one's went
+	 * back and were faulted in again every wave (measured with tools/bench/waves: 1.2%
+	 * of its faults). */
+	uint64_t keep = 0;
+	for (unsigned k = 0; k < DECAY_STEPS; k++)
+		if (n->reuse[k] > keep)
+			keep = n->reuse[k];
+	keep += keep / 8;
+	if (keep < uslub_trim_threshold >> USLUB_PAGE_SHIFT)
+		keep = uslub_trim_threshold >> USLUB_PAGE_SHIFT;
+	uint64_t by_age[DECAY_STEPS + 1] = {0};
+	unsigned seen = 0;
+	struct page_desc *d, *batch = NULL;
+	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN; o--)
+		cds_list_for_each_entry(d, &n->free_area[o], list)
+		{
+			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
+				break;
+			by_age[age_of(d, step)] += 1UL << o;
+		}
+	/* Everything of age > cut goes, and `quota` pages of age == cut. */
+	uint64_t left = n->warm_free_pages - by_age[DECAY_STEPS], quota = by_age[DECAY_STEPS];
+	unsigned cut = DECAY_STEPS;
+	for (unsigned a = DECAY_STEPS - 1; a >= DECAY_MIN_AGE && left > keep; a--) {
+		uint64_t take = left - keep < by_age[a] ? left - keep : by_age[a];
+		left -= take;
+		cut = a;
+		quota = take;
+	}
+	seen = 0;
+	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN && (cut < DECAY_STEPS || quota);
+	     o--) {
+		struct page_desc *tmp;
+		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list)
+		{
+			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
+				break;
+			unsigned age = age_of(d, step);
+			if (age < cut || (age == cut && !quota))
+				continue;
+			if (age == cut)
+				quota = quota > (1UL << o) ? quota - (1UL << o) : 0;
+			list_remove(n, d);
+			d->order = (uint8_t)o;
+			d->next = batch;
+			batch = d;
+		}
+	}
+	if (batch) {
+		n->decay_passes++;
+		n->handing_back++;
+	}
 	pthread_mutex_unlock(&n->lock);
+	if (!batch)
+		return 0;
+	return hand_back(n, batch);
+}
+
+/* On the allocator's slow paths (pages freed or taken, never the no-wait try): a pass
+ * when a step has begun since the last; a look at the clock otherwise. */
+static void maybe_decay(struct uslub_node *n)
+{
+	uint32_t step = step_now();
+	if (step != atomic_load_explicit(&n->decay_last, memory_order_relaxed))
+		decay_zone(n, step);
+}
+
+size_t uslub_pages_decay_all(void)
+{
+	uint32_t step = step_now();
+	size_t released = 0;
+	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
+		released += decay_zone(&uslub_nodes[i], step);
+		released += decay_zone(&uslub_nodes[LARGE_ZONE(i)], step);
+	}
+	return released;
+}
+
+/* Read under each zone's lock: a free that the thread does not see here takes the lock
+ * after it, and so sees the thread's `idle` (uslub_background_note) - no fence on the
+ * free path. */
+static bool zone_warm(struct uslub_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	bool warm = n->warm_free_pages != 0;
+	pthread_mutex_unlock(&n->lock);
+	return warm;
+}
+
+long uslub_pages_decay_wait_ms(void)
+{
+	for (unsigned i = 0; i < uslub_nr_nodes; i++)
+		if (zone_warm(&uslub_nodes[i]) || zone_warm(&uslub_nodes[LARGE_ZONE(i)])) {
+			uint64_t len = step_ms();
+			return (long)(len - now_ms() % len + 1);
+		}
+	return -1;
 }
 
 void uslub_pages_free_range(struct page_desc *d, size_t npages)
 {
 	struct uslub_node *n = region_of(d)->node;
+	uint32_t step = step_now();
 	clear_tails(d, npages);
 	d->owner = NULL;
 	pthread_mutex_lock(&n->lock);
-	free_range_locked(n, d, npages, 0);
+	free_range_locked(n, d, npages, 0, (uint16_t)step);
+	note_free(n);
+	uint64_t warm = n->warm_free_pages;
 	pthread_mutex_unlock(&n->lock);
-	maybe_release(n);
+	if (step != atomic_load_explicit(&n->decay_last, memory_order_relaxed))
+		decay_zone(n, step);
+	uslub_background_note(warm << USLUB_PAGE_SHIFT);
 }
 
 void uslub_pages_free(struct page_desc *d, unsigned order)
@@ -585,6 +799,7 @@ static int claim_locked(struct uslub_node *n, struct page_desc *d, size_t npages
 	for (size_t i = 0; i < npages;) {
 		struct page_desc *h = free_block_of(d + i);
 		unsigned flags = h->flags;
+		uint16_t stamp = h->objects;
 		size_t len = 1UL << h->order;
 		list_remove(n, h);
 		if (flags & PF_RELEASED)
@@ -592,12 +807,14 @@ static int claim_locked(struct uslub_node *n, struct page_desc *d, size_t npages
 		flags &= PF_COLD;
 		/* Give back what lies outside the claimed range. */
 		if (h < d)
-			free_range_locked(n, h, (size_t)(d - h), flags);
+			free_range_locked(n, h, (size_t)(d - h), flags, stamp);
 		struct page_desc *end = h + len;
 		if (end > d + npages)
-			free_range_locked(n, d + npages, (size_t)(end - (d + npages)), flags);
+			free_range_locked(n, d + npages, (size_t)(end - (d + npages)), flags,
+					  stamp);
 		i = (size_t)(end - d);
 	}
+	note_reuse(n);
 	return 0;
 }
 
@@ -770,12 +987,10 @@ struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t 
 		start->order = (uint8_t)order;
 	}
 	struct page_desc *rest = start + npages > d ? start + npages : d;
-	free_range_locked(n, rest, (size_t)(end - rest), flags);
+	free_range_locked(n, rest, (size_t)(end - rest), flags, (uint16_t)step_now());
 	if (n == &uslub_nodes[node])
 		n->large_next = start + npages;
 	pthread_mutex_unlock(&n->lock);
-	if (rest < end)
-		maybe_release(n);
 	return start;
 }
 
@@ -812,7 +1027,7 @@ size_t uslub_pages_unmap_free(void)
 				memset(b, 0, sizeof(*b)); /* as if never grown */
 				__atomic_store_n(&r->grown, r->grown - (1UL << order),
 						 __ATOMIC_RELAXED);
-				n->released_bytes += bytes;
+				__atomic_fetch_add(&n->released_bytes, bytes, __ATOMIC_RELAXED);
 				unmapped += bytes;
 			}
 		}
@@ -826,16 +1041,14 @@ size_t uslub_pages_release(unsigned node, uint64_t keep)
 	return release_blocks(node, keep, RELEASE_ANY);
 }
 
-/* Hand warm free blocks back until at most `keep` warm pages stay; with only_old, just
- * those that have been free since before the current epoch began. */
+/* Hand warm free blocks back until at most `keep` warm pages stay (RELEASE_ANY), or every
+ * block (RELEASE_ALL). */
 static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mode)
 {
 	struct uslub_node *n = &uslub_nodes[node];
 	struct page_desc *batch = NULL;
-	size_t released = 0;
 
 	pthread_mutex_lock(&n->lock);
-	uint16_t epoch = n->epoch;
 	for (int o = USLUB_MAX_ORDER; o >= 0 && (mode == RELEASE_ALL || n->warm_free_pages > keep);
 	     o--) {
 		struct page_desc *d, *tmp;
@@ -850,17 +1063,26 @@ static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mod
 				break;
 			if (mode != RELEASE_ALL && n->warm_free_pages <= keep)
 				break;
-			if (mode == RELEASE_OLD && d->objects == epoch)
-				continue;
 			list_remove(n, d);
 			d->order = (uint8_t)o;
 			d->next = batch;
 			batch = d;
 		}
 	}
+	if (batch)
+		n->handing_back++;
 	pthread_mutex_unlock(&n->lock);
+	if (!batch)
+		return 0;
+	return hand_back(n, batch);
+}
 
-	/* madvise outside the lock: other threads keep allocating meanwhile. */
+/* Blocks taken off zone n's lists go back to the OS and onto the lists again, handed back
+ * (or as they were, where the OS refused). madvise outside the lock: other threads keep
+ * allocating meanwhile. Bytes handed back. */
+static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
+{
+	size_t released = 0;
 	struct page_desc *done = batch;
 	for (struct page_desc *d = batch; d; d = d->next) {
 		uint64_t bytes = block_bytes(d->order);
@@ -872,28 +1094,42 @@ static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mod
 			d->flags &= PF_COLD; /* as it was: still counted, still in place */
 		}
 	}
-	if (!done)
-		return 0;
 	pthread_mutex_lock(&n->lock);
 	while (done) {
 		struct page_desc *next = done->next;
 		done->next = NULL;
 		if (done->flags & PF_RELEASED)
 			atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(done->order));
-		free_one(n, done, done->order, done->flags);
+		free_one(n, done, done->order, done->flags, done->objects);
 		done = next;
 	}
-	n->released_bytes += released;
-	n->release_calls++;
+	/* Atomic: the statistics read them without the lock, now also while the
+	 * background thread hands memory back. */
+	__atomic_fetch_add(&n->released_bytes, released, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&n->release_calls, 1, __ATOMIC_RELAXED);
+	n->handing_back--;
 	pthread_mutex_unlock(&n->lock);
 	return released;
+}
+
+/* Zone n's lock, once no block of it is away being handed back (hand_back): fork must
+ * not copy a heap whose blocks are on no list - a child would have lost them - nor may
+ * the heap walker see one. The hand-back needs only this zone's lock to finish. */
+static void lock_quiet(struct uslub_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	while (n->handing_back) {
+		pthread_mutex_unlock(&n->lock);
+		sched_yield();
+		pthread_mutex_lock(&n->lock);
+	}
 }
 
 void uslub_pages_lock_all(void)
 {
 	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
-		pthread_mutex_lock(&uslub_nodes[i].lock);
-		pthread_mutex_lock(&uslub_nodes[LARGE_ZONE(i)].lock);
+		lock_quiet(&uslub_nodes[i]);
+		lock_quiet(&uslub_nodes[LARGE_ZONE(i)]);
 	}
 }
 
@@ -924,7 +1160,7 @@ void uslub_pages_init(void)
 int uslub_pages_check(unsigned node)
 {
 	struct uslub_node *n = &uslub_nodes[node];
-	uint64_t free_pages = 0, warm = 0;
+	uint64_t free_pages = 0, warm = 0, released = 0;
 	int bad = 0;
 	pthread_mutex_lock(&n->lock);
 	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
@@ -936,6 +1172,8 @@ int uslub_pages_check(unsigned node)
 			free_pages += 1UL << o;
 			if (!(d->flags & PF_COLD))
 				warm += 1UL << o;
+			if (d->flags & PF_RELEASED)
+				released += 1UL << o;
 			if (d->kind != PAGE_FREE || d->order != o)
 				bad |= 1;
 			if (page_index(d) & ((1UL << o) - 1))
@@ -953,7 +1191,8 @@ int uslub_pages_check(unsigned node)
 		if (count != n->nr_free[o])
 			bad |= 16;
 	}
-	if (free_pages != n->free_pages || warm != n->warm_free_pages)
+	if (free_pages != n->free_pages || warm != n->warm_free_pages ||
+	    released != n->released_free_pages)
 		bad |= 32;
 	pthread_mutex_unlock(&n->lock);
 	return bad;

@@ -1,4 +1,23 @@
-/* The background replenisher.
+/* The background thread: decay when the program is quiet, and the replenisher.
+ *
+ * 1. Decay. Free memory goes back to the OS by age and recent reuse (page_alloc.c,
+ *    section 6), checked on the allocator's slow paths. A program whose traffic is all
+ *    fast paths (a malloc/free pair a millisecond after a spike) never reaches one, so
+ *    this thread makes the pass each decay step while any zone holds warm free memory,
+ *    and sleeps without a timeout when none does; the next page free wakes it.
+ *
+ *    On by default (USLUB_BACKGROUND=auto), but started lazily: only once a zone holds
+ *    more warm free memory than M_TRIM_THRESHOLD, at the next allocation slow path (a safe
+ *    point: pthread_create allocates). A program that never frees much never has it -
+ *    nor does a forked child until it frees that much itself, so a fork-heavy program
+ *    (fork, then exec) pays no thread per child. Where threads cannot be made (a seccomp
+ *    sandbox refusing clone), the start fails once, quietly, and the slow-path checks
+ *    remain. The lessons behind the default: jemalloc ships background_thread off and its
+ *    decay then waits for the next allocator call, the gap this thread closes; Go's
+ *    scavenger and the kernel's kswapd run in the background always, paced. Here a pass is
+ *    a lock and a walk of the warm free blocks once every 1.25 s while there are any.
+ *
+ * 2. Replenish (USLUB_BACKGROUND=1 only).
  *
  * The kernel's lesson: a slab allocation must not wait for a high-order page; if one is
  * not at hand it takes the minimum order, and kswapd/kcompactd make the next try likely to
@@ -19,6 +38,7 @@
 #include "internal.h"
 #include "options.h"
 #include "os.h"
+#include "slab.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -36,6 +56,12 @@ _Atomic int uslub_replenish_pending;
 
 static _Atomic uint32_t kick_seq;
 static _Atomic int sleeping, stop_requested, running;
+/* A failed high-order try asked for the reserve (set by kick, taken by the thread). */
+static _Atomic int replenish_due;
+/* The thread sleeps with no decay pass ahead: a page free wakes it (background_note). */
+static _Atomic int idle;
+/* auto: the start was asked for once (a failed start is not tried again). */
+static _Atomic int armed;
 static pthread_t thread;
 static unsigned target_order;
 static int thp_policy;
@@ -47,7 +73,7 @@ void uslub_replenish_init(void)
 		if (uslub_caches[i].order > target_order)
 			target_order = uslub_caches[i].order;
 	thp_policy = uslub_os_thp_policy();
-	if (uslub_config.background)
+	if (uslub_config.background == USLUB_BG_ON)
 		atomic_store(&uslub_replenish_pending, 1);
 }
 
@@ -105,20 +131,48 @@ static void prepare_node(unsigned node)
 	}
 }
 
+/* Live threads the last idle drain did not find idle yet (thread.c). */
+static unsigned held_above_pages;
+
 static void *replenish_main(void *arg)
 {
 	(void)arg;
-	/* Work only after a failed try: a program whose tries all succeed never pays for
-	 * the thread beyond its stack. */
+	/* Replenish only after a failed try: a program whose tries all succeed never pays
+	 * for that beyond the thread's stack. */
 	uint32_t seq = 0;
 	while (!atomic_load(&stop_requested)) {
 		atomic_store(&sleeping, 1);
+		long wait = uslub_pages_decay_wait_ms();
+		/* Objects waiting in barns, threads not yet found idle and cached huge
+		 * mappings hold memory that is not free yet: look again in a step. */
+		if (wait < 0 && (held_above_pages || uslub_barns_held() || uslub_huge_cached_bytes))
+			wait = (long)(uslub_config.decay_ms / 8);
+		if (wait < 0) {
+			/* Nothing to decay: sleep until a free wakes us. Looked at again after
+			 * `idle` is set, so a free in between is not missed. */
+			atomic_store(&idle, 1);
+			wait = uslub_pages_decay_wait_ms();
+			if (wait >= 0)
+				atomic_store(&idle, 0);
+		}
 		if (atomic_load(&kick_seq) == seq && !atomic_load(&stop_requested))
-			uslub_os_futex_wait(&kick_seq, seq, -1);
+			uslub_os_futex_wait(&kick_seq, seq, wait);
 		atomic_store(&sleeping, 0);
+		atomic_store(&idle, 0);
 		seq = atomic_load(&kick_seq);
 		if (atomic_load(&stop_requested))
 			break;
+		uslub_replenish_stats.decay_passes++;
+		/* What sits above the page allocator first, so what it frees decays too: barn
+		 * objects unused for a period, idle threads' slabs and caches, expired huge
+		 * mappings (sheaf.c, thread.c, large.c). */
+		uslub_barns_decay();
+		uslub_threads_drain_idle();
+		held_above_pages = uslub_threads_not_idle;
+		uslub_huge_cache_release(false);
+		uslub_replenish_stats.decay_bytes += uslub_pages_decay_all();
+		if (!atomic_exchange(&replenish_due, 0))
+			continue;
 		uslub_replenish_stats.wakeups++;
 		/* Memory is short at hand: states of gone threads hold some (thread.c). */
 		uslub_threads_reap(REAP_BUDGET);
@@ -153,8 +207,9 @@ void uslub_replenish_start(void)
 
 void uslub_replenish_kick(void)
 {
-	if (!uslub_config.background)
+	if (uslub_config.background != USLUB_BG_ON)
 		return;
+	atomic_store(&replenish_due, 1);
 	atomic_fetch_add(&kick_seq, 1);
 	if (atomic_load(&sleeping))
 		uslub_os_futex_wake(&kick_seq);
@@ -171,12 +226,32 @@ void uslub_replenish_stop(void)
 	atomic_store(&running, 0);
 }
 
+void uslub_background_note(uint64_t warm_bytes)
+{
+	/* The caller dropped the zone lock after its free; the thread sets `idle` before it
+	 * looks at the zones under their locks, so one of the two sees the other. */
+	if (atomic_load_explicit(&idle, memory_order_relaxed)) {
+		if (atomic_exchange(&idle, 0)) {
+			atomic_fetch_add(&kick_seq, 1);
+			uslub_os_futex_wake(&kick_seq);
+		}
+		return;
+	}
+	if (uslub_config.background == USLUB_BG_AUTO &&
+	    !atomic_load_explicit(&armed, memory_order_relaxed) &&
+	    warm_bytes > uslub_release_threshold() && !atomic_exchange(&armed, 1))
+		atomic_store(&uslub_replenish_pending, 1);
+}
+
 void uslub_replenish_after_fork_child(void)
 {
 	atomic_store(&running, 0);
 	atomic_store(&sleeping, 0);
-	if (uslub_config.background)
-		atomic_store(&uslub_replenish_pending, 1);
+	atomic_store(&idle, 0);
+	atomic_store(&replenish_due, 0);
+	/* auto: lazily again, once the child itself has memory to hand back. */
+	atomic_store(&armed, 0);
+	atomic_store(&uslub_replenish_pending, uslub_config.background == USLUB_BG_ON);
 }
 
 int uslub_replenish_running(void)

@@ -3,6 +3,7 @@
  * threads trade. Everything here is off the fast path: a sheaf that ran empty or full. */
 #include "internal.h"
 #include "os.h"
+#include "replenish.h"
 #include "slab.h"
 
 #include <string.h>
@@ -331,6 +332,11 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 	cc->sheaf[0] = p;
 	cc->sheaf_count = 1;
 	uslub_stat(cc, FREE_SLOWPATH);
+	/* A safe point, as the allocation slow path's: the flush may have freed the pages
+	 * that make the background thread worth starting, and a program that frees a spike
+	 * then runs on its sheaves alone would reach no other slow path. */
+	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
+		uslub_replenish_start();
 }
 
 /* The objects were counted as freed when they went into the sheaf, so sending them on
@@ -429,6 +435,17 @@ void uslub_barns_decay(void)
 			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
 				barn_decay(&uslub_caches[i], &b[i]);
 	}
+}
+
+bool uslub_barns_held(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
+				return true;
+	}
+	return false;
 }
 
 void uslub_barns_lock_all(void)

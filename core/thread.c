@@ -414,6 +414,7 @@ static void thread_exit(void *arg)
 static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
 _Atomic unsigned long uslub_threads_reaped;
 _Atomic unsigned long uslub_threads_drained;
+unsigned uslub_threads_not_idle;
 
 static bool thread_gone(const struct uslub_thread *t)
 {
@@ -533,15 +534,17 @@ static void drain_state(struct uslub_thread *t)
 unsigned uslub_threads_drain_idle(void)
 {
 	struct uslub_thread *me = uslub_tls_thread;
-	unsigned drained = 0;
+	unsigned drained = 0, busy = 0;
 	pthread_mutex_lock(&uslub_registry_lock);
 	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
 		/* tid 0: a state being torn down, or a forked child's copy of a parent's
 		 * thread, whose slabs stay as they are (see above). */
 		if (t == me || t->state != THREAD_LIVE || !t->tid)
 			continue;
-		if (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire))
+		if (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire)) {
+			busy++;
 			continue;
+		}
 		if (t->active) {
 			t->active = false;
 			t->idle_ticks = 0;
@@ -549,8 +552,10 @@ unsigned uslub_threads_drain_idle(void)
 			drain_state(t);
 			drained++;
 		}
+		busy += t->idle_ticks < 2;
 		atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
 	}
+	uslub_threads_not_idle = busy;
 	pthread_mutex_unlock(&uslub_registry_lock);
 	__atomic_fetch_add(&uslub_threads_drained, drained, __ATOMIC_RELAXED);
 	return drained;

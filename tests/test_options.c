@@ -40,15 +40,23 @@ int main(void)
 	CHECKF(msg[0] == '\0', "no output for no settings: %s", msg);
 	CHECKF(uslub_config.min_order == 0 && uslub_config.max_order == 3, "order defaults");
 	CHECKF(uslub_config.min_objects == 0 && uslub_config.high_order_wait == 0, "defaults");
-	CHECKF(uslub_config.background == 0 && uslub_config.mem_limit == 0, "defaults");
+	CHECKF(uslub_config.background == USLUB_BG_AUTO && uslub_config.mem_limit == 0,
+	       "defaults: the decay thread started lazily, no cap");
+	CHECKF(uslub_config.decay_ms == 10000, "decay period 10 s: %u", uslub_config.decay_ms);
 	CHECKF(uslub_config.stats == USLUB_STATS_OFF, "stats off");
 	CHECKF(uslub_config.sheaves == SHEAF_MAX, "sheaves on, %u objects", uslub_config.sheaves);
 
-	char *good[] = {"USLUB_MIN_ORDER=1",	"USLUB_MAX_ORDER=4",
-			"USLUB_MIN_OBJECTS=32", "USLUB_HIGH_ORDER=wait",
-			"USLUB_BACKGROUND=1",	"USLUB_MEM_LIMIT=512M",
-			"USLUB_STATS=json",	"USLUB_STATS_FILE=/tmp/x.%p",
-			"USLUB_SHEAVES=0",	NULL};
+	char *good[] = {"USLUB_MIN_ORDER=1",
+			"USLUB_MAX_ORDER=4",
+			"USLUB_MIN_OBJECTS=32",
+			"USLUB_HIGH_ORDER=wait",
+			"USLUB_BACKGROUND=1",
+			"USLUB_MEM_LIMIT=512M",
+			"USLUB_STATS=json",
+			"USLUB_STATS_FILE=/tmp/x.%p",
+			"USLUB_SHEAVES=0",
+			"USLUB_DECAY_MS=1000",
+			NULL};
 	msg = parse(good);
 	CHECKF(msg[0] == '\0', "no output for good settings: %s", msg);
 	CHECKF(uslub_config.min_order == 1 && uslub_config.max_order == 4, "orders");
@@ -59,6 +67,10 @@ int main(void)
 	CHECKF(uslub_config.stats == USLUB_STATS_JSON, "json");
 	CHECKF(strcmp(uslub_config.stats_file, "/tmp/x.%p") == 0, "file");
 	CHECKF(uslub_config.sheaves == 0, "sheaves off");
+	CHECKF(uslub_config.decay_ms == 1000, "decay period");
+	char *off[] = {"USLUB_BACKGROUND=0", NULL};
+	parse(off);
+	CHECKF(uslub_config.background == USLUB_BG_OFF, "no thread");
 
 	char *sizes[] = {"USLUB_MEM_LIMIT=3g", "USLUB_STATS=text", NULL};
 	parse(sizes);
@@ -78,6 +90,8 @@ int main(void)
 	    {"USLUB_MIN_OBJECTS=99999999999999999999", "USLUB_MIN_OBJECTS"},
 	    {"USLUB_HIGH_ORDER=sometimes", "USLUB_HIGH_ORDER"},
 	    {"USLUB_BACKGROUND=yes", "USLUB_BACKGROUND"},
+	    {"USLUB_DECAY_MS=0", "USLUB_DECAY_MS"},
+	    {"USLUB_DECAY_MS=10s", "USLUB_DECAY_MS"},
 	    {"USLUB_MEM_LIMIT=12Q", "USLUB_MEM_LIMIT"},
 	    {"USLUB_MEM_LIMIT=", "USLUB_MEM_LIMIT"},
 	    {"USLUB_STATS=maybe", "USLUB_STATS"},
