@@ -557,6 +557,6 @@ unsigned uslub_threads_drain_idle(void)
 	}
 	uslub_threads_not_idle = busy;
 	pthread_mutex_unlock(&uslub_registry_lock);
-	__atomic_fetch_add(&uslub_threads_drained, drained, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&uslub_threads_drained, drained, memory_order_relaxed);
 	return drained;
 }

@@ -27,6 +27,7 @@ static const char *const names[] = {
     "USLUB_MIN_ORDER",	"USLUB_MAX_ORDER", "USLUB_MIN_OBJECTS", "USLUB_HIGH_ORDER",
     "USLUB_BACKGROUND", "USLUB_MEM_LIMIT", "USLUB_STATS",	"USLUB_STATS_FILE",
     "USLUB_NUMA",	"USLUB_FAULT",	   "USLUB_VERBOSE",	"USLUB_DEBUG",
+    "USLUB_DECAY_MS",	"USLUB_SHEAVES",
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
@@ -57,8 +58,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 	REQUIRE(uslub_config.min_order <= uslub_config.max_order);
 	REQUIRE(uslub_config.max_order <= USLUB_MAX_ORDER);
-	REQUIRE(uslub_config.high_order_wait <= 1 && uslub_config.background <= 1);
+	REQUIRE(uslub_config.high_order_wait <= 1);
+	REQUIRE(uslub_config.background == USLUB_BG_OFF || uslub_config.background == USLUB_BG_ON ||
+		uslub_config.background == USLUB_BG_AUTO);
 	REQUIRE(uslub_config.verbose <= 1);
+	REQUIRE(uslub_config.sheaves <= SHEAF_MAX);
+	REQUIRE(uslub_config.decay_ms >= 80 && uslub_config.decay_ms <= 3600000);
 	REQUIRE(uslub_config.stats <= USLUB_STATS_LIVE); /* the last mode */
 	REQUIRE(memchr(uslub_config.stats_file, 0, sizeof(uslub_config.stats_file)));
 	REQUIRE(memchr(uslub_config.numa, 0, sizeof(uslub_config.numa)));
