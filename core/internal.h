@@ -339,7 +339,8 @@ struct cache_cpu {
 	uint16_t nr_partial;
 	/* Refills served from the node's shared slabs before the thread holds a slab of
 	 * this cache (sheaf.c): a thread that allocates a few objects costs no slab. */
-	uint16_t shared_refills;
+	uint8_t shared_refills;
+	uint8_t last_move;	   /* the sheaf's last slow path: SHEAF_REFILLED or SHEAF_SPILLED */
 	void *freelist;		   /* objects of `slab`, taken without atomics */
 	struct page_desc *slab;	   /* frozen by this thread */
 	struct page_desc *partial; /* more slabs frozen by this thread */

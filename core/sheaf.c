@@ -160,6 +160,23 @@ static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **
 
 /* ---- the sheaf's slow paths ------------------------------------------------------- */
 
+/* How many objects a sheaf's slow path moves, in or out. A program whose allocations and
+ * frees of a cache alternate - a working set replaced at random - walks its sheaf up and
+ * down at random; moving half a sheaf leaves it in the middle, and such a walk takes
+ * about (cap/2)^2 operations to reach either end again, against about cap from the end a
+ * whole-sheaf move leaves it at (callgrind, thread_local: 404 M instructions against 419
+ * M; random replacement 264 per step against 272). A program that allocates or frees a
+ * run of them - a batch, a producer, a consumer - meets the same end twice in a row, and
+ * then moves whole sheaves (batches of 1000 at 64 B: 100 instructions a pair, against 120
+ * with halves only). */
+enum { SHEAF_REFILLED = 1, SHEAF_SPILLED = 2 };
+static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
+{
+	bool again = cc->last_move == what;
+	cc->last_move = (uint8_t)what;
+	return again ? n : (n + 1) / 2;
+}
+
 /* Refills of a thread's first objects of a cache come from slabs the node shares, a few
  * objects at a time (1, 2, 4), before the thread takes a slab of its own: a thread that
  * allocates a dozen small blocks of different sizes then costs a dozen objects, not a
@@ -251,7 +268,8 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
 	void *object;
 
 	uslub_barns_decay();
-	n = barn_get(c, t->node, cc->sheaf, cap);
+	unsigned half = sheaf_move(cc, SHEAF_REFILLED, cap);
+	n = barn_get(c, t->node, cc->sheaf, half);
 	if (n) {
 		object = cc->sheaf[n - 1];
 		cc->sheaf_count = (uint16_t)(n - 1);
@@ -279,7 +297,7 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
 	uintptr_t bits = cc->slab_bits;
 	void *p = cc->freelist;
 	n = 0;
-	while (p && n < cap) {
+	while (p && n < half) {
 		if (unlikely(((uintptr_t)p ^ bits) >> (bits & 63)))
 			uslub_freelist_corrupt(cc, p);
 		cc->sheaf[n++] = p;
@@ -321,16 +339,19 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 		uslub_stat(cc, FREE_FASTPATH);
 		return;
 	}
+	/* The older objects go; the newer stay for the next allocations. */
+	unsigned half = sheaf_move(cc, SHEAF_SPILLED, n);
 	uslub_barns_decay();
-	if (!barn_put(c, t->node, cc->sheaf, n)) {
+	if (!barn_put(c, t->node, cc->sheaf, half)) {
 		bool in = uslub_slow_enter(t);
-		flush_objects(c, t, cc->sheaf, n);
+		flush_objects(c, t, cc->sheaf, half);
 		uslub_slow_exit(t, in);
-		uslub_stat_add(cc, SHEAF_FLUSH, n);
+		uslub_stat_add(cc, SHEAF_FLUSH, half);
 	}
+	memmove(cc->sheaf, cc->sheaf + half, (n - half) * sizeof(void *));
 	mark_free(p);
-	cc->sheaf[0] = p;
-	cc->sheaf_count = 1;
+	cc->sheaf[n - half] = p;
+	cc->sheaf_count = (uint16_t)(n - half + 1);
 	uslub_stat(cc, FREE_SLOWPATH);
 	/* A safe point, as the allocation slow path's: the flush may have freed the pages
 	 * that make the background thread worth starting, and a program that frees a spike

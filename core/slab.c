@@ -108,7 +108,10 @@
  *    sheaves left by threads whose frees outrun their allocations, for threads of the node
  *    whose allocations outrun their frees (up to 1 MiB of objects a cache, 8 to 36
  *    sheaves) - one thread's surplus feeds another's demand with one lock round trip per
- *    sheaf. A sheaf that finds the barn full goes back to its slabs in bulk
+ *    sheaf. A slow path moves half a sheaf, or a whole one when the same end was met
+ *    twice in a row (sheaf.c, sheaf_move: a random walk then stays off both ends for
+ *    longer; a batch still moves whole sheaves). What finds the barn full goes back to
+ *    its slabs in bulk
  *    (kmem_cache_free_bulk): the objects of one slab are gathered into a detached list and
  *    pushed with one compare-and-swap, or onto the local list when the thread holds the
  *    slab. Sheaves are copied into and out of the barn rather than swapped (the kernel

@@ -318,34 +318,39 @@ static void sheaves(void)
 	CHECKF(w_inuse(atomic_load(&s0->word)) == inuse0 && s0->owner == NULL,
 	       "a sheaf free leaves its slab alone");
 	CHECKF(cc->stat[USLUB_STAT_FREE_FASTPATH] == ff + cap, "sheaf frees are fast-path frees");
-	/* The next free finds the sheaf full: the sheaf goes to the barn whole. */
+	/* The next free finds the sheaf full: its older half goes to the barn. */
+	unsigned half = (cap + 1) / 2, kept = cap - half;
 	for (unsigned i = cap; i < npick; i++)
 		uslub_free(pick[i]);
-	CHECKF(cc->sheaf_count == 5 && cc->sheaf[0] == pick[cap], "a new sheaf started");
-	CHECKF(my_barn(k) && my_barn(k)->count == cap, "the full sheaf is in the barn (%u)",
+	CHECKF(cc->sheaf_count == kept + 5 && cc->sheaf[0] == pick[half] &&
+		   cc->sheaf[kept] == pick[cap],
+	       "the newer half stayed, the frees went on top");
+	CHECKF(my_barn(k) && my_barn(k)->count == half, "the older half is in the barn (%u)",
 	       my_barn(k) ? my_barn(k)->count : 0);
 	CHECKF(cache_stat(k, USLUB_STAT_BARN_PUT) == put + 1, "barn_put counted");
 	CHECKF(cc->stat[USLUB_STAT_FREE_SLOWPATH] == fsl + 1, "one free took the slow path");
 	CHECKF(w_inuse(atomic_load(&s0->word)) == inuse0, "the barn leaves the slab alone");
 	CHECKF(live_checked() == live0 - cap - 5, "sheaf and barn objects are not live");
 
-	/* Last in, first out; an empty sheaf takes a full one from the barn, and no slab is
-	 * looked at. */
+	/* Last in, first out; an empty sheaf takes half a sheaf from the barn, and no slab
+	 * is looked at. */
 	uint64_t af = cc->stat[USLUB_STAT_ALLOC_FASTPATH], as = cc->stat[USLUB_STAT_ALLOC_SLOWPATH];
 	uint64_t get = cache_stat(k, USLUB_STAT_BARN_GET);
-	void *got[SHEAF_MAX + 5];
-	for (unsigned i = 0; i < 6; i++)
+	void *got[SHEAF_MAX + 6];
+	unsigned ngot = kept + 6;
+	for (unsigned i = 0; i < ngot; i++)
 		got[i] = uslub_malloc(size);
-	CHECKF(got[0] == pick[cap + 4] && got[4] == pick[cap], "the last freed comes back first");
-	CHECKF(got[5] == pick[cap - 1], "then the barn's sheaf, its top first");
-	CHECKF(cc->stat[USLUB_STAT_ALLOC_FASTPATH] == af + 5 &&
+	CHECKF(got[0] == pick[cap + 4] && got[4] == pick[cap] && got[kept + 4] == pick[half],
+	       "the last freed comes back first");
+	CHECKF(got[kept + 5] == pick[half - 1], "then the barn's objects, the top first");
+	CHECKF(cc->stat[USLUB_STAT_ALLOC_FASTPATH] == af + kept + 5 &&
 		   cc->stat[USLUB_STAT_ALLOC_SLOWPATH] == as + 1,
 	       "alloc_fastpath and alloc_slowpath counted");
 	CHECKF(cache_stat(k, USLUB_STAT_BARN_GET) == get + 1 && my_barn(k)->count == 0,
 	       "barn_get counted, the barn empty");
-	CHECKF(cc->sheaf_count == cap - 1, "the sheaf holds the rest (%u)", cc->sheaf_count);
+	CHECKF(cc->sheaf_count == half - 1, "the sheaf holds the rest (%u)", cc->sheaf_count);
 	CHECKF(cc->slab == NULL, "no slab taken");
-	for (unsigned i = 0; i < 6; i++)
+	for (unsigned i = 0; i < ngot; i++)
 		uslub_free(got[i]);
 	CHECKF(live_checked() == live0 - cap - 5, "all free again");
 
@@ -362,7 +367,8 @@ static void sheaves(void)
 			freed++;
 		}
 	}
-	CHECKF(my_barn(k)->count == my_barn(k)->limit && my_barn(k)->limit % cap == 0 &&
+	/* Full: no room for another sheaf (moves are half or whole sheaves). */
+	CHECKF(my_barn(k)->count + cap > my_barn(k)->limit && my_barn(k)->limit % cap == 0 &&
 		   my_barn(k)->limit >= BARN_MIN_SHEAVES * cap,
 	       "the barn is full (%u of %u)", my_barn(k)->count, my_barn(k)->limit);
 	CHECKF(cache_stat(k, USLUB_STAT_BARN_PUT_FAIL) > 0, "barn_put_fail counted");
