@@ -376,36 +376,6 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 	}
 }
 
-/* malloc_trim: what the barns hold goes back to the slabs, so empty slabs can go back to
- * the page allocator. The objects are sent as by a thread without state, which freezes
- * no slab for itself. Done a sheaf at a time, so no barn stays locked over the slab
- * work. */
-void uslub_barns_flush(void)
-{
-	void *batch[SHEAF_MAX];
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-		if (!b)
-			continue;
-		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-			struct uslub_cache *c = &uslub_caches[i];
-			/* Bounded: at most what the barn holds now, a sheaf at a time. */
-			for (unsigned rounds = b[i].limit / SHEAF_MAX + 2; rounds; rounds--) {
-				pthread_mutex_lock(&b[i].lock);
-				unsigned n = b[i].count < SHEAF_MAX ? b[i].count : SHEAF_MAX;
-				memcpy(batch, &b[i].objects[b[i].count - n], n * sizeof(void *));
-				__atomic_store_n(&b[i].count, b[i].count - n, __ATOMIC_RELAXED);
-				pthread_mutex_unlock(&b[i].lock);
-				if (!n)
-					break;
-				flush_objects(c, &uslub_empty_thread, batch, n);
-				__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_FLUSH], n,
-						   __ATOMIC_RELAXED);
-			}
-		}
-	}
-}
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -415,7 +385,8 @@ static uint64_t now_ms(void)
 
 /* The bottom of a barn is what was put there longest ago; the top is what threads take.
  * `low` objects were not taken for a whole period: they go, a sheaf's worth at a time from
- * the bottom, the rest moved down, so no barn stays locked over the slab work. */
+ * the bottom, the rest moved down, so no barn stays locked over the slab work. They are
+ * sent as by a thread without state, which freezes no slab for itself. */
 static void barn_decay(struct uslub_cache *c, struct barn *b)
 {
 	void *batch[SHEAF_MAX];
@@ -442,6 +413,21 @@ static void barn_decay(struct uslub_cache *c, struct barn *b)
 	pthread_mutex_lock(&b->lock);
 	b->low = b->count;
 	pthread_mutex_unlock(&b->lock);
+}
+
+/* malloc_trim: everything the barns hold goes back to the slabs, so empty slabs can go
+ * back to the page allocator - the decay's work with every object counted as unused. */
+void uslub_barns_flush(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
+			pthread_mutex_lock(&b[i].lock);
+			b[i].low = b[i].count;
+			pthread_mutex_unlock(&b[i].lock);
+			barn_decay(&uslub_caches[i], &b[i]);
+		}
+	}
 }
 
 void uslub_barns_decay(void)
