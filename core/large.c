@@ -44,13 +44,6 @@ _Atomic uint64_t uslub_peak_in_use;
 
 #define HUGE_ALIGN (2UL << 20)
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* When the oldest cached huge mapping is due to go back; 0 while the cache is empty.
  * Stored under huge_lock, read without it. */
 static _Atomic uint64_t huge_expiry_ms;
@@ -60,7 +53,7 @@ static _Atomic uint64_t huge_expiry_ms;
 static void huge_cache_tick(void)
 {
 	uint64_t due = atomic_load_explicit(&huge_expiry_ms, memory_order_relaxed);
-	if (unlikely(due) && now_ms() >= due)
+	if (unlikely(due) && uslub_os_now_ms() >= due)
 		uslub_huge_cache_release(false);
 }
 
@@ -360,7 +353,7 @@ size_t uslub_huge_cache_release(bool all)
 {
 	struct huge_cached out[HUGE_CACHE_SLOTS];
 	pthread_mutex_lock(&huge_lock);
-	unsigned n = huge_cached_count ? cache_expire(now_ms(), all, out) : 0;
+	unsigned n = huge_cached_count ? cache_expire(uslub_os_now_ms(), all, out) : 0;
 	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
 	return unmap_entries(out, n);
@@ -404,7 +397,7 @@ static void *cache_take(size_t len, size_t align, size_t *got, size_t *dirty)
 		pthread_mutex_unlock(&huge_lock);
 		return NULL;
 	}
-	unsigned n = cache_expire(now_ms(), false, out);
+	unsigned n = cache_expire(uslub_os_now_ms(), false, out);
 	/* The smallest that holds len, else the largest (grown below). A mapping may move
 	 * when it grows, so an alignment above the page's takes one that holds it. */
 	int fit = -1, grow = -1;
@@ -601,7 +594,7 @@ int uslub_huge_free(void *p)
 	if (unlikely(uslub_block_debug))
 		uslub_debug_block_free(p, size, len);
 	atomic_fetch_sub(&uslub_huge_bytes, len);
-	if (!cache_put((uintptr_t)p, len, now_ms())) {
+	if (!cache_put((uintptr_t)p, len, uslub_os_now_ms())) {
 		uslub_os_unmap(p, len);
 		atomic_fetch_sub(&uslub_mapped_bytes, len);
 	}

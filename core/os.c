@@ -571,3 +571,10 @@ unsigned long uslub_os_fault_injected(void)
 {
 	return atomic_load_explicit(&fault_injected, memory_order_relaxed);
 }
+
+uint64_t uslub_os_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}

@@ -96,5 +96,8 @@ unsigned uslub_os_ncpus(void);
 long uslub_os_read_file(const char *path, char *buf, size_t cap);
 /* Resident bytes of the process (from /proc/self/statm), 0 if unknown. */
 uint64_t uslub_os_rss(void);
+/* Milliseconds of CLOCK_MONOTONIC_COARSE: a vDSO read, no system call - the clock of the
+ * decay, the barns' decay and the huge-mapping cache's expiry. */
+uint64_t uslub_os_now_ms(void);
 
 #endif

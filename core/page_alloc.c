@@ -545,13 +545,6 @@ static void free_range_locked(struct uslub_node *n, struct page_desc *d, size_t 
 
 /* Time in decay steps: an eighth of USLUB_DECAY_MS each (1.25 s by default), read from
  * the coarse clock (vDSO: no system call, a few nanoseconds). */
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static uint64_t step_ms(void)
 {
 	/* Tests that link core/ without reading the settings see 0: the default then. */
@@ -561,7 +554,7 @@ static uint64_t step_ms(void)
 
 static uint32_t step_now(void)
 {
-	return (uint32_t)(now_ms() / step_ms());
+	return (uint32_t)(uslub_os_now_ms() / step_ms());
 }
 
 uint64_t uslub_release_threshold(void)
@@ -742,7 +735,7 @@ long uslub_pages_decay_wait_ms(void)
 	for (unsigned i = 0; i < uslub_nr_nodes; i++)
 		if (zone_warm(&uslub_nodes[i]) || zone_warm(&uslub_nodes[LARGE_ZONE(i)])) {
 			uint64_t len = step_ms();
-			return (long)(len - now_ms() % len + 1);
+			return (long)(len - uslub_os_now_ms() % len + 1);
 		}
 	return -1;
 }

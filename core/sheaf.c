@@ -376,13 +376,6 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 	}
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO: no system call */
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The bottom of a barn is what was put there longest ago; the top is what threads take.
  * `low` objects were not taken for a whole period: they go, a sheaf's worth at a time from
  * the bottom, the rest moved down, so no barn stays locked over the slab work. They are
@@ -433,7 +426,7 @@ void uslub_barns_flush(void)
 void uslub_barns_decay(void)
 {
 	static _Atomic uint64_t last;
-	uint64_t now = now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
+	uint64_t now = uslub_os_now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
 	if (now - then < BARN_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
 		return;
 	for (unsigned node = 0; node < MAX_NODES; node++) {
