@@ -60,7 +60,9 @@ void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls)
 		/* Filled meanwhile: the thread was just set up, or a recursion refilled. */
 		cc->freelist = get_next_checked(c, cc->slab, object);
 		mark_allocated(object);
+		/* Not a sheaf pop: the derived free count must not see it (uslub_cc_stat). */
 		uslub_stat(cc, ALLOC_FASTPATH);
+		uslub_stat_add(cc, FREE_FASTPATH, (uint64_t)-1);
 		return object;
 	}
 	s = cc->slab;

@@ -257,6 +257,27 @@ static void check_slab(struct walk *w, struct page_desc *s, unsigned nid)
 	w->out->live_bytes += live * c->size;
 }
 
+/* free's fast path reads the pointer's own page descriptor (slab.h): every page of a
+ * slab must carry the slab's start, objects, class and cache_cpu offset, and every other
+ * page test 0, or a free into freed pages would pass as an object's. */
+static void check_free_test(struct walk *w, struct page_desc *d, size_t len)
+{
+	bool slab = d->kind == PAGE_SLAB && d->cls < USLUB_NR_CLASSES;
+	for (size_t k = 0; k < len; k++) {
+		const struct page_desc *e = d + k;
+		bool ok = slab ? e->test == d->cls + 1 &&
+				     e->start == (uint32_t)(uintptr_t)page_address(d) &&
+				     e->objects == d->objects &&
+				     e->cpu_off == offsetof(struct uslub_thread, cpu[d->cls])
+			       : e->test == 0;
+		if (!ok)
+			bad(w,
+			    "page %p (kind %u, page %zu of its block): free's test is %u, start "
+			    "%#x",
+			    page_address(e), d->kind, k, e->test, e->start);
+	}
+}
+
 static void walk_region(struct walk *w, struct region *r, unsigned nid)
 {
 	struct uslub_check *out = w->out;
@@ -289,6 +310,7 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 				if (d[k].kind != PAGE_UNUSED)
 					bad(w, "free block %p: page %zu inside it has kind %u",
 					    page_address(d), k, d[k].kind);
+			check_free_test(w, d, len);
 			w->free_heads[nid][o]++;
 			w->free_pages[nid] += len;
 			if (d->flags & 0x4 /* PF_RELEASED, page_alloc.c */)
@@ -303,6 +325,7 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 			continue;
 		}
 		if (d->kind == PAGE_UNUSED) {
+			check_free_test(w, d, 1);
 			w->loose++;
 			i++;
 			continue;
@@ -318,6 +341,7 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 			if (d[k].head != d || d[k].kind != PAGE_UNUSED)
 				bad(w, "block %p (kind %u): tail page %zu has head %p, kind %u",
 				    page_address(d), d->kind, k, (void *)d[k].head, d[k].kind);
+		check_free_test(w, d, len);
 		if (d->kind == PAGE_SLAB) {
 			out->slab_pages += len;
 			check_slab(w, d, nid % MAX_NODES);

@@ -69,10 +69,20 @@ struct page_desc {
 	struct uslub_thread *owner; /* thread holding (freezing) the slab, else NULL */
 	void *local_free;	    /* owner's frees: no atomics, owner only */
 	_Atomic uint64_t word;	    /* remote freelist | inuse | frozen: see slab.c */
-	struct cds_list_head list;  /* node partial list, or buddy free list */
-	struct page_desc *next;	    /* thread partial list */
-	uint16_t objects;	    /* slab: objects; large: pages asked for */
-	uint16_t local_count;	    /* objects on local_free; large: last page's unused bytes */
+	/* As in the kernel's struct slab, one slab is never on a node list and a thread's
+	 * partial list at once (nor a free block on a buddy list and a hand-back batch). */
+	union {
+		struct cds_list_head list; /* node partial list, buddy free list, page cache */
+		struct page_desc *next;	   /* thread partial list, page-allocator batch */
+	};
+	/* free's object test (slab.h), written into every page of a slab so that free reads
+	 * the pointer's own page descriptor and never follows `head`: */
+	uint32_t start;	  /* the slab's first byte, low 32 bits */
+	uint16_t cpu_off; /* offset of the class's cache_cpu in a thread */
+	uint8_t test;	  /* the class + 1 on a slab's pages; 0 on every other page */
+	uint8_t unused;
+	uint16_t objects;     /* slab: objects; large: pages asked for */
+	uint16_t local_count; /* objects on local_free; large: last page's unused bytes */
 	uint8_t order;
 	uint8_t kind;
 	uint8_t cls;
@@ -116,12 +126,37 @@ struct region {
 };
 _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits");
 
-extern struct region *uslub_region_table[REGION_SLOTS];
+/* Which object does slab offset `off` fall in, and is it its start? Lemire's fast
+ * division and divisibility test in one multiply: with magic = 2^64 / size rounded up,
+ * the high half of off * magic is off / size and the low half is below magic exactly
+ * when size divides off, for every off below 2^32. A debug cache's magic is 0, which no
+ * offset passes, and so is the magic of page_desc.test 0, every page that is not a
+ * slab's. The table sits after the region table, in one object, so the free fast path
+ * reaches both from one address. */
+struct uslub_lookup {
+	/* The descriptors of a region that is not there: zero, so test 0, and never
+	 * written. A slot of the region table holds its region's distance from here, so an
+	 * empty slot (0) reads as this region and free's fast path tests no NULL (mimalloc's
+	 * empty page, for the same reason). Untouched, it costs address space only. */
+	char nil[REGION_PAGES << DESC_SHIFT];
+	uintptr_t region[REGION_SLOTS];
+	uint64_t magic[1 + USLUB_NR_CLASSES]; /* by page_desc.test: class + 1 */
+};
+extern struct uslub_lookup uslub_lookup;
 
+/* The descriptor of p's page, nil's when p is in no region; i is p >> REGION_SHIFT,
+ * below REGION_SLOTS. */
+static inline const struct page_desc *page_desc_in_table(uintptr_t i, const void *p)
+{
+	return (const struct page_desc *)(uslub_lookup.nil + uslub_lookup.region[i] +
+					  ((((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT)
+					   << DESC_SHIFT));
+}
 static inline struct region *region_of(const void *p)
 {
 	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
-	return i < REGION_SLOTS ? uslub_region_table[i] : NULL;
+	uintptr_t e = i < REGION_SLOTS ? uslub_lookup.region[i] : 0;
+	return e ? (struct region *)(uslub_lookup.nil + e) : NULL;
 }
 
 /* The descriptor of p's page, in region r (region_of(p)). */
@@ -305,26 +340,19 @@ struct uslub_cache {
 
 extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
 
-/* Which object does slab offset `off` fall in, and is it its start? Lemire's fast
- * division and divisibility test in one multiply: with magic = 2^64 / size rounded up,
- * the high half of off * magic is off / size and the low half is below magic exactly
- * when size divides off, for every off below 2^32. A debug cache's magic is 0, which no
- * offset passes. One word per class, for the free fast path. */
-extern uint64_t uslub_class_magic[256];
-/* The class byte of a descriptor that is not a slab's (large blocks, thread states): its
- * magic is 0, so the free fast path's object test fails for it without reading the kind. */
+/* The class byte of a descriptor that is not a slab's (large blocks, thread states). */
 #define CLS_NONE 0xff
 
-/* Is p the start of an object inside slab s, s being a plain cache's slab? (Lemire's test
- * above; the offset in the slab is p's distance from the address of s's first page, which
- * is the descriptor's place in the region times 64.) False for every pointer into a debug
- * cache, whose magic is 0. */
+/* Is p the start of an object inside slab s (its head descriptor), s being a plain
+ * cache's slab? False for every pointer into a debug cache, and for any pointer outside
+ * the slab: the slow paths ask this of links read from free objects too. */
 static inline bool plain_object_at(const struct page_desc *s, const void *p)
 {
-	uint64_t off = ((uintptr_t)p - ((uintptr_t)s << DESC_SHIFT)) & REGION_MASK;
-	uint64_t magic = uslub_class_magic[s->cls];
+	uint64_t off = (uintptr_t)p - ((uintptr_t)page_address(s));
+	uint64_t magic = uslub_lookup.magic[s->test];
 	unsigned __int128 m = (unsigned __int128)off * magic;
-	return likely((uint64_t)m < magic) && likely((uint64_t)(m >> 64) < s->objects);
+	return likely(!(off >> 32)) && likely((uint64_t)m < magic) &&
+	       likely((uint64_t)(m >> 64) < s->objects);
 }
 
 /* kmem_cache_cpu: one per cache in each thread. The sheaf (Linux 6.18's percpu sheaf) is
@@ -353,6 +381,27 @@ struct cache_cpu {
 } __attribute__((aligned(512)));
 /* A power-of-two stride, so the fast path indexes it with one shift. */
 _Static_assert(sizeof(struct cache_cpu) == 512, "cache_cpu is 512 bytes");
+
+/* free_fastpath is not counted where it happens: the fast path's push already writes
+ * sheaf_count. Each fast free adds 1 to the count, each fast malloc takes 1 from it and
+ * adds 1 to alloc_fastpath, and every other change of the count (refills, spills,
+ * flushes: sheaf_set_count) subtracts itself from stat[FREE_FASTPATH]. So the sum below
+ * is the number of fast frees. Relaxed loads: a reader of another thread's counters
+ * gets a figure as racy as the plain counters'. */
+static inline uint64_t uslub_cc_stat(const struct cache_cpu *cc, unsigned k)
+{
+	uint64_t v = __atomic_load_n(&cc->stat[k], __ATOMIC_RELAXED);
+	if (USLUB_STATS_ENABLED && k == USLUB_STAT_FREE_FASTPATH)
+		v += __atomic_load_n(&cc->sheaf_count, __ATOMIC_RELAXED) +
+		     __atomic_load_n(&cc->stat[USLUB_STAT_ALLOC_FASTPATH], __ATOMIC_RELAXED);
+	return v;
+}
+/* A change of the sheaf's count that is not a fast-path push or pop. */
+static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
+{
+	uslub_stat_add(cc, FREE_FASTPATH, (uint64_t)cc->sheaf_count - n);
+	cc->sheaf_count = (uint16_t)n;
+}
 
 /* The barn (Linux 6.18): per node and cache, full sheaves that threads left there when
  * their own overflowed, for any thread of the node whose sheaf ran empty - one thread's

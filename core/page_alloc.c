@@ -102,7 +102,7 @@ static size_t release_blocks(unsigned node, uint64_t keep, enum release_mode mod
 static void maybe_decay(struct uslub_node *n);
 static void note_reuse(struct uslub_node *n);
 
-struct region *uslub_region_table[REGION_SLOTS];
+struct uslub_lookup uslub_lookup;
 struct uslub_node uslub_nodes[NR_ZONES];
 _Atomic uint64_t uslub_mapped_bytes;
 _Atomic uint64_t uslub_peak_mapped;
@@ -287,7 +287,8 @@ static struct region *region_new(struct uslub_node *n, unsigned order)
 	r->next = n->regions;
 	n->regions = r;
 	n->region_count++;
-	__atomic_store_n(&uslub_region_table[slot], r, __ATOMIC_RELEASE);
+	__atomic_store_n(&uslub_lookup.region[slot], (uintptr_t)r - (uintptr_t)uslub_lookup.nil,
+			 __ATOMIC_RELEASE);
 	return r;
 }
 

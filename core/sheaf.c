@@ -251,7 +251,7 @@ static void *refill_shared(struct uslub_thread *t, struct uslub_cache *c, struct
 		uslub_deactivate_slab(c, s, NULL, t);
 	}
 	void *object = cc->sheaf[k - 1];
-	cc->sheaf_count = (uint16_t)(k - 1);
+	sheaf_set_count(cc, k - 1);
 	mark_allocated(object);
 	uslub_stat(cc, ALLOC_SLOWPATH);
 	return object;
@@ -272,7 +272,7 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
 	n = barn_get(c, t->node, cc->sheaf, half);
 	if (n) {
 		object = cc->sheaf[n - 1];
-		cc->sheaf_count = (uint16_t)(n - 1);
+		sheaf_set_count(cc, n - 1);
 		mark_allocated(object);
 		uslub_stat(cc, ALLOC_SLOWPATH);
 		return object;
@@ -304,7 +304,7 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
 		p = link_get(p);
 	}
 	cc->freelist = p;
-	cc->sheaf_count = (uint16_t)n;
+	sheaf_set_count(cc, n);
 	if (n)
 		uslub_stat(cc, SHEAF_REFILL);
 	return object;
@@ -332,11 +332,11 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 		return;
 	}
 	if (n < cc->sheaf_cap) {
-		/* The state was just made: an empty sheaf. */
+		/* The state was just made: an empty sheaf. A push, counted as the fast
+		 * path's are (internal.h, uslub_cc_stat). */
 		mark_free(p);
 		cc->sheaf[n] = p;
 		cc->sheaf_count = (uint16_t)(n + 1);
-		uslub_stat(cc, FREE_FASTPATH);
 		return;
 	}
 	/* The older objects go; the newer stay for the next allocations. */
@@ -351,7 +351,7 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 	memmove(cc->sheaf, cc->sheaf + half, (n - half) * sizeof(void *));
 	mark_free(p);
 	cc->sheaf[n - half] = p;
-	cc->sheaf_count = (uint16_t)(n - half + 1);
+	sheaf_set_count(cc, n - half + 1);
 	uslub_stat(cc, FREE_SLOWPATH);
 	/* A safe point, as the allocation slow path's: the flush may have freed the pages
 	 * that make the background thread worth starting, and a program that frees a spike
@@ -371,7 +371,7 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 		if (cc->sheaf_count) {
 			flush_objects(&uslub_caches[i], t, cc->sheaf, cc->sheaf_count);
 			uslub_stat_add(cc, SHEAF_FLUSH, cc->sheaf_count);
-			cc->sheaf_count = 0;
+			sheaf_set_count(cc, 0);
 		}
 	}
 }

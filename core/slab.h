@@ -53,35 +53,45 @@ static inline void *uslub_malloc_inline(size_t size)
 
 /* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
  * whichever thread holds that slab - no atomic, no slab touched. The pointer must be an
- * object's start inside a slab - one 64x64-bit multiply by the class's magic tells
- * (Lemire's test; internal.h), and a large block or thread state has class CLS_NONE,
- * whose magic fails it - and not already free: every free object carries its mark,
- * whichever list, sheaf or barn it is on (slab.c, section 7). */
+ * object's start inside a slab: the descriptor of p's own page (every page of a slab
+ * carries the test's fields, so `head` is not followed) gives the slab's start, and one
+ * 64x64-bit multiply by the class's magic tells (Lemire's test; internal.h). A page that
+ * is no slab's has test 0, whose magic fails every offset. Since p lies in the page, its
+ * offset in the slab is below 2^32 and its quotient below 2^16. And p must not be free
+ * already: every free object carries its mark, whichever list, sheaf or barn it is on
+ * (slab.c, section 7). */
 static inline void uslub_free_inline(void *p)
 {
-	struct page_desc *s = block_of(p);
-	if (likely(s) && likely(plain_object_at(s, p))) {
-		struct cache_cpu *cc = &uslub_tls_thread->cpu[s->cls];
-		/* One register for cc, so the stores below address it directly instead of
-		 * recomputing thread + class offsets (5 instructions fewer, GCC 12). */
-		__asm__("" : "+r"(cc));
-		/* The key is read before the stores into p, which the compiler cannot tell
-		 * apart from it. */
-		uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
-		unsigned n = cc->sheaf_count;
-		if (unlikely(((uintptr_t *)p)[1] == mark))
-			uslub_double_free(p, s);
-		if (likely(n < cc->sheaf_cap)) {
-			((uintptr_t *)p)[1] = mark;
-			cc->sheaf[n] = p;
-			cc->sheaf_count = (uint16_t)(n + 1);
-			uslub_stat(cc, FREE_FASTPATH);
+	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
+	if (likely(i < REGION_SLOTS)) {
+		const struct page_desc *d = page_desc_in_table(i, p);
+		uint32_t off = (uint32_t)(uintptr_t)p - d->start;
+		uint64_t magic = uslub_lookup.magic[d->test];
+		unsigned __int128 m = (unsigned __int128)off * magic;
+		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < d->objects)) {
+			struct cache_cpu *cc =
+			    (struct cache_cpu *)((char *)uslub_tls_thread + d->cpu_off);
+			/* The key is read before the stores into p, which the compiler cannot
+			 * tell apart from it. */
+			uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
+			size_t n = cc->sheaf_count;
+			if (unlikely(((uintptr_t *)p)[1] == mark))
+				uslub_double_free(p, d->head);
+			if (likely(n < cc->sheaf_cap)) {
+				((uintptr_t *)p)[1] = mark;
+				cc->sheaf[n] = p;
+				/* n is dead after this line: the count is bumped in n's own
+				 * register, not in a copy taken before the stores (GCC 12). */
+				__asm__("" : "+r"(n));
+				/* Counted as free_fastpath without a counter (stats.c). */
+				cc->sheaf_count = (uint16_t)(n + 1);
+				return;
+			}
+			uslub_sheaf_overflow(p, d->head);
 			return;
 		}
-		uslub_sheaf_overflow(p, s);
-		return;
 	}
-	uslub_free_slow(p, s);
+	uslub_free_slow(p, block_of(p));
 }
 
 /* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves

@@ -145,7 +145,7 @@ static void read_counters(struct snap *s)
 				s->threads++;
 			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 				for (unsigned k = 0; k < USLUB_NR_THREAD_STATS; k++)
-					s->c[i].stat[k] += load(&t->cpu[i].stat[k]);
+					s->c[i].stat[k] += uslub_cc_stat(&t->cpu[i], k);
 			for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++)
 				for (unsigned o = 0; o < PCP_ORDERS; o++)
 					s->pcp[k][o] += load(&t->pcp_stat[k][o]);

@@ -317,11 +317,16 @@ void uslub_stats_fold(struct uslub_thread *t)
 	pthread_mutex_lock(&uslub_stat_lock);
 	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_acq_rel);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		struct cache_cpu *cc = &t->cpu[i];
+		uint64_t free_fast = uslub_cc_stat(cc, USLUB_STAT_FREE_FASTPATH);
 		for (unsigned k = 0; k < USLUB_NR_THREAD_STATS; k++) {
-			__atomic_fetch_add(&uslub_caches[i].stat[k], t->cpu[i].stat[k],
-					   __ATOMIC_RELAXED);
-			__atomic_store_n(&t->cpu[i].stat[k], 0, __ATOMIC_RELAXED);
+			uint64_t v = k == USLUB_STAT_FREE_FASTPATH ? free_fast : cc->stat[k];
+			__atomic_fetch_add(&uslub_caches[i].stat[k], v, __ATOMIC_RELAXED);
+			__atomic_store_n(&cc->stat[k], 0, __ATOMIC_RELAXED);
 		}
+		/* What the sheaf holds now is not a fast free to count again. */
+		__atomic_store_n(&cc->stat[USLUB_STAT_FREE_FASTPATH], -(uint64_t)cc->sheaf_count,
+				 __ATOMIC_RELAXED);
 	}
 	for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++) {
 		for (unsigned o = 0; o < PCP_ORDERS; o++) {

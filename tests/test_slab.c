@@ -169,6 +169,28 @@ static void partial_bound_and_discard(void)
 	}
 	CHECKF(atomic_load(&cache->nr_slabs) < slabs_before, "empty slabs discarded: %lu -> %lu",
 	       (unsigned long)slabs_before, (unsigned long)atomic_load(&cache->nr_slabs));
+	/* free's fast path reads the pointer's own page descriptor: a discarded slab's pages
+	 * must fail its test (test 0), a live slab's pass it on every page. */
+	unsigned discarded = 0, live_ok = 0, live = 0;
+	for (int i = 0; i < SLABS; i++) {
+		struct page_desc *s = slabs[i];
+		bool gone = s->kind != PAGE_SLAB || s->head != s;
+		for (size_t k = 0; k < (1UL << cache->order); k++) {
+			if (gone) {
+				CHECKF(s[k].test == 0, "page %zu of a discarded slab: test %u", k,
+				       s[k].test);
+			} else {
+				live_ok += s[k].test == cache->cls + 1 &&
+					   s[k].start == (uint32_t)(uintptr_t)page_address(s) &&
+					   s[k].objects == s->objects;
+				live++;
+			}
+		}
+		discarded += gone;
+	}
+	CHECKF(discarded > 0, "some of the slabs were discarded (%u)", discarded);
+	CHECKF(live_ok == live, "every page of a live slab carries free's test (%u of %u)", live_ok,
+	       live);
 	CHECKF(cache->node[0].nr_partial >= cache->min_partial ||
 		   cache->node[0].nr_partial <= (uint64_t)SLABS,
 	       "node keeps its partials");
@@ -308,7 +330,8 @@ static void sheaves(void)
 	uint64_t live0 = live_checked();
 	struct page_desc *s0 = slab_of(pick[0]);
 	uint32_t inuse0 = w_inuse(atomic_load(&s0->word));
-	uint64_t ff = cc->stat[USLUB_STAT_FREE_FASTPATH], fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
+	uint64_t ff = uslub_cc_stat(cc, USLUB_STAT_FREE_FASTPATH),
+		 fsl = cc->stat[USLUB_STAT_FREE_SLOWPATH];
 	uint64_t put = cache_stat(k, USLUB_STAT_BARN_PUT);
 	for (unsigned i = 0; i < cap; i++)
 		uslub_free(pick[i]);
@@ -317,7 +340,8 @@ static void sheaves(void)
 	CHECKF(cc->sheaf[cap - 1] == pick[cap - 1], "in the order freed");
 	CHECKF(w_inuse(atomic_load(&s0->word)) == inuse0 && s0->owner == NULL,
 	       "a sheaf free leaves its slab alone");
-	CHECKF(cc->stat[USLUB_STAT_FREE_FASTPATH] == ff + cap, "sheaf frees are fast-path frees");
+	CHECKF(uslub_cc_stat(cc, USLUB_STAT_FREE_FASTPATH) == ff + cap,
+	       "sheaf frees are fast-path frees");
 	/* The next free finds the sheaf full: its older half goes to the barn. */
 	unsigned half = (cap + 1) / 2, kept = cap - half;
 	for (unsigned i = cap; i < npick; i++)
