@@ -145,9 +145,15 @@ static void *alloc_class(unsigned cls)
 	if (unlikely(t->state == THREAD_EMPTY))
 		t = uslub_thread_create();
 	if (likely(t && t->state == THREAD_LIVE)) {
+		unsigned half = 0;
+		uslub_sheaf_open(t, &t->cpu[cls], cls);
+		if (t->cpu[cls].sheaf_cap) {
+			void *object = uslub_sheaf_refill_barn(t, cls, &half);
+			if (object)
+				return object;
+		}
 		bool in = uslub_slow_enter(t);
-		void *object =
-		    t->cpu[cls].sheaf_cap ? uslub_sheaf_refill(t, cls) : uslub_alloc_refill(t, cls);
+		void *object = half ? uslub_sheaf_refill(t, cls, half) : uslub_alloc_refill(t, cls);
 		uslub_slow_exit(t, in);
 		return object;
 	}

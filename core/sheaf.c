@@ -170,6 +170,8 @@ static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **
  * then moves whole sheaves (batches of 1000 at 64 B: 100 instructions a pair, against 120
  * with halves only). */
 enum { SHEAF_REFILLED = 1, SHEAF_SPILLED = 2 };
+static inline void barns_decay_soon(void);
+
 static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
 {
 	bool again = cc->last_move == what;
@@ -257,27 +259,37 @@ static void *refill_shared(struct uslub_thread *t, struct uslub_cache *c, struct
 	return object;
 }
 
-/* The thread's sheaf of cls is empty: a full sheaf from the barn, else the thread's slab
- * layer, whose freelist then fills the sheaf. The object returned is counted as a slow
- * allocation; the sheaf's are counted as they are popped. */
-void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls)
+/* The thread's sheaf of cls is empty: a full sheaf from the node's barn, without the
+ * thread's slow-path lock (the idle drain never touches sheaves or barns), or NULL with
+ * the sheaf's share to take from the slab layer in *half. The object returned is counted
+ * as a slow allocation; the sheaf's are counted as they are popped. */
+void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *half)
+{
+	struct cache_cpu *cc = &t->cpu[cls];
+	t->active = true;
+	barns_decay_soon();
+	*half = sheaf_move(cc, SHEAF_REFILLED, cc->sheaf_cap);
+	unsigned n = barn_get(&uslub_caches[cls], t->node, cc->sheaf, *half);
+	if (!n) {
+		uslub_stat(cc, BARN_GET_FAIL);
+		return NULL;
+	}
+	void *object = cc->sheaf[n - 1];
+	sheaf_set_count(cc, n - 1);
+	mark_allocated(object);
+	uslub_stat(cc, ALLOC_SLOWPATH);
+	return object;
+}
+
+/* ... else the thread's slab layer, whose freelist then fills `half` of the sheaf. Under
+ * the slow-path lock. */
+void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
 {
 	struct cache_cpu *cc = &t->cpu[cls];
 	struct uslub_cache *c = &uslub_caches[cls];
 	unsigned cap = cc->sheaf_cap, n;
 	void *object;
 
-	uslub_barns_decay();
-	unsigned half = sheaf_move(cc, SHEAF_REFILLED, cap);
-	n = barn_get(c, t->node, cc->sheaf, half);
-	if (n) {
-		object = cc->sheaf[n - 1];
-		sheaf_set_count(cc, n - 1);
-		mark_allocated(object);
-		uslub_stat(cc, ALLOC_SLOWPATH);
-		return object;
-	}
-	uslub_stat(cc, BARN_GET_FAIL);
 	if (!cc->slab && !cc->freelist && cc->shared_refills < SHARED_REFILLS) {
 		unsigned want = 1u << cc->shared_refills++;
 		return refill_shared(t, c, cc, want < cap ? want : cap);
@@ -327,13 +339,14 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 	}
 	struct cache_cpu *cc = &t->cpu[s->cls];
 	unsigned n = cc->sheaf_count;
+	uslub_sheaf_open(t, cc, s->cls);
 	if (!cc->sheaf_cap) {
 		uslub_free_slow(p, s);
 		return;
 	}
 	if (n < cc->sheaf_cap) {
-		/* The state was just made: an empty sheaf. A push, counted as the fast
-		 * path's are (internal.h, uslub_cc_stat). */
+		/* The sheaf was just opened: empty. A push, counted as the fast path's are
+		 * (internal.h, uslub_cc_stat). */
 		mark_free(p);
 		cc->sheaf[n] = p;
 		cc->sheaf_count = (uint16_t)(n + 1);
@@ -341,7 +354,7 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 	}
 	/* The older objects go; the newer stay for the next allocations. */
 	unsigned half = sheaf_move(cc, SHEAF_SPILLED, n);
-	uslub_barns_decay();
+	barns_decay_soon();
 	if (!barn_put(c, t->node, cc->sheaf, half)) {
 		bool in = uslub_slow_enter(t);
 		flush_objects(c, t, cc->sheaf, half);
@@ -421,6 +434,28 @@ void uslub_barns_flush(void)
 			barn_decay(&uslub_caches[i], &b[i]);
 		}
 	}
+}
+
+/* The sheaves' slow paths run every few dozen operations; the clock (a vDSO call) each
+ * time cost 3 instructions per malloc+free pair in batches. The time-stamp counter,
+ * one instruction, spaces the clock reads out to one per 2^22 cycles (1-4 ms on the
+ * clocks of today), far below the decay period. Elsewhere, the clock each time. */
+static inline bool barn_decay_due(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	static _Atomic uint64_t last_tsc;
+	uint64_t tsc = __builtin_ia32_rdtsc();
+	if (tsc - atomic_load_explicit(&last_tsc, memory_order_relaxed) < (1ULL << 22))
+		return false;
+	atomic_store_explicit(&last_tsc, tsc, memory_order_relaxed);
+#endif
+	return true;
+}
+
+static inline void barns_decay_soon(void)
+{
+	if (unlikely(barn_decay_due()))
+		uslub_barns_decay();
 }
 
 void uslub_barns_decay(void)

@@ -214,9 +214,19 @@ void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
  * freelist). */
 void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *head, void *tail,
 			   unsigned count, struct uslub_thread *t);
-/* An object for a thread whose sheaf of cls is empty: the barn's, else the slab layer's
- * (alloc.c), with the sheaf refilled on the way. */
-void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls);
+/* An object for a thread whose sheaf of cls is empty: the barn's (NULL when it has
+ * none, with the share of the sheaf to refill in *half), else the slab layer's (alloc.c,
+ * under the slow-path lock), with the sheaf refilled on the way. */
+void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *half);
+/* A live thread's sheaf of a class opens at the class's first slow path: its capacity
+ * is 0 until then, which sends the fast paths here. Closed ones (thread exit) stay so:
+ * the exiting thread's state is no longer live. */
+static inline void uslub_sheaf_open(struct uslub_thread *t, struct cache_cpu *cc, unsigned cls)
+{
+	if (unlikely(!cc->sheaf_cap) && t->state == THREAD_LIVE)
+		cc->sheaf_cap = (uint16_t)uslub_caches[cls].sheaf_capacity;
+}
+void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half);
 /* The thread's slab layer (alloc.c's ___slab_alloc): one object, the rest of a freelist
  * left in cc->freelist. */
 void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls);

@@ -296,8 +296,9 @@ struct uslub_thread *uslub_thread_create(void)
 	t->node = uslub_node_current();
 	pcp_init(t);
 	t->pcp_node = t->node;
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		t->cpu[i].sheaf_cap = (uint16_t)uslub_caches[i].sheaf_capacity;
+	/* The sheaves open at each class's first slow path (uslub_sheaf_open), not here:
+	 * writing 36 capacities would touch every page of the state, and a thread that
+	 * uses a few classes would pay for all of them in resident memory. */
 	registry_add(t);
 	uslub_tls_thread = t;
 	/* May allocate (for keys past the first 32) and so come back here: by now the

@@ -304,6 +304,15 @@ static uint64_t cache_stat(unsigned k, enum uslub_stat_item item)
 	return __atomic_load_n(&uslub_caches[k].stat[item], __ATOMIC_RELAXED);
 }
 
+static void *sheaf_caps_of_new_thread(void *arg)
+{
+	uint32_t *caps = arg;
+	uslub_free(uslub_malloc(64));
+	caps[0] = uslub_tls_thread->cpu[uslub_size_to_class(192)].sheaf_cap;
+	caps[1] = uslub_tls_thread->cpu[uslub_size_to_class(64)].sheaf_cap;
+	return NULL;
+}
+
 static void sheaves(void)
 {
 	/* kmalloc-192: a class this thread has not touched, so it holds no slab of it. */
@@ -314,8 +323,20 @@ static void sheaves(void)
 		return;
 	}
 	struct cache_cpu *cc = &uslub_tls_thread->cpu[k];
+	/* Opened at the class's first slow path, so an untouched class costs a thread no
+	 * write (and no resident page): a new thread that allocates 64 B has kmalloc-192's
+	 * closed and kmalloc-64's open. */
+	pthread_t th;
+	uint32_t caps[2] = {1, 0};
+	CHECK(pthread_create(&th, NULL, sheaf_caps_of_new_thread, caps) == 0);
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECKF(caps[0] == 0 && caps[1] == uslub_caches[uslub_size_to_class(64)].sheaf_capacity,
+	       "a new thread's sheaves open as used (kmalloc-192 %u, kmalloc-64 %u)", caps[0],
+	       caps[1]);
+	uslub_sheaf_open(uslub_tls_thread, cc, k);
 	unsigned cap = cc->sheaf_cap;
-	CHECKF(cap > 0 && cap <= SHEAF_MAX, "kmalloc-192 sheaf capacity %u", cap);
+	CHECKF(cap > 0 && cap <= SHEAF_MAX && cap == uslub_caches[k].sheaf_capacity,
+	       "kmalloc-192 sheaf opened, capacity %u", cap);
 	CHECKF(cc->freelist == NULL && cc->sheaf_count == 0 && cc->slab == NULL,
 	       "nothing cached for kmalloc-192");
 
