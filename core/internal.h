@@ -216,6 +216,7 @@ struct uslub_node {
 	uint32_t reuse_step;		  /* the step whose slots were filled last */
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
 	uint64_t decay_passes;		  /* passes that handed memory back */
+	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (section 7) */
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
 	uint64_t grows;
@@ -288,6 +289,13 @@ size_t uslub_pages_release(unsigned node, uint64_t keep);
 bool uslub_over_limit(uint64_t bytes);
 /* Warm free memory a zone keeps however little of it is reused (M_TRIM_THRESHOLD). */
 uint64_t uslub_release_threshold(void);
+/* Free memory kept for reuse (warm free pages and cached huge mappings) may reach this
+ * many bytes: a share of what is in use, at least a floor (page_alloc.c, section 7). */
+uint64_t uslub_keep_bound(void);
+/* Called where free memory grew or memory in use fell (page and huge frees): hands the
+ * excess over uslub_keep_bound back to the OS at once, oldest first. Takes zone locks
+ * and huge_lock, one at a time: with none held. */
+void uslub_pages_bound(void);
 /* One decay pass over every zone whose pass for the current step is due; the background
  * thread's work. Bytes handed back. */
 size_t uslub_pages_decay_all(void);
@@ -597,6 +605,9 @@ int uslub_huge_free(void *p);
  * and before a mapping refused at a limit is tried again); bytes unmapped. Takes
  * huge_lock: not with it held. */
 size_t uslub_huge_cache_release(bool all);
+/* Unmap cached huge mappings, oldest first, until at most `keep` bytes stay cached; bytes
+ * unmapped. Takes huge_lock. */
+size_t uslub_huge_cache_trim(uint64_t keep);
 /* p was a huge block among the last ones freed. */
 bool uslub_huge_was_freed(const void *p);
 /* A pointer with no live block behind it: a second free of a block whose memory went

@@ -359,25 +359,46 @@ size_t uslub_huge_cache_release(bool all)
 	return unmap_entries(out, n);
 }
 
+/* The oldest entry's index; the cache is not empty. Under huge_lock. */
+static unsigned cache_oldest(void)
+{
+	unsigned oldest = 0;
+	for (unsigned i = 1; i < huge_cached_count; i++)
+		if (huge_cache[i].freed_ms < huge_cache[oldest].freed_ms)
+			oldest = i;
+	return oldest;
+}
+
+size_t uslub_huge_cache_trim(uint64_t keep)
+{
+	struct huge_cached out[HUGE_CACHE_SLOTS];
+	unsigned n = 0;
+	pthread_mutex_lock(&huge_lock);
+	while (huge_cached_count && atomic_load(&uslub_huge_cached_bytes) > keep)
+		cache_remove(cache_oldest(), &out[n++]);
+	set_expiry();
+	pthread_mutex_unlock(&huge_lock);
+	return unmap_entries(out, n);
+}
+
 /* A freed mapping into the cache, making room by sending the oldest back; false (nothing
- * changed) when it should go back itself. */
+ * changed) when it should go back itself. Besides its own cap the cache stays within
+ * what all free memory kept may reach (uslub_keep_bound): a program whose live set fell
+ * keeps no huge mapping beyond it. */
 static bool cache_put(uintptr_t addr, size_t len, uint64_t now)
 {
 	struct huge_cached out[HUGE_CACHE_SLOTS + 1];
-	uint64_t in_use = atomic_load(&uslub_huge_bytes) / 4;
+	uint64_t in_use = atomic_load(&uslub_huge_bytes) / 4, bound = uslub_keep_bound();
 	uint64_t cap = in_use > HUGE_CACHE_MIN ? in_use : HUGE_CACHE_MIN;
+	if (cap > bound)
+		cap = bound;
 	if (len > cap)
 		return false;
 	pthread_mutex_lock(&huge_lock);
 	unsigned n = cache_expire(now, false, out);
 	while (huge_cached_count && (huge_cached_count == HUGE_CACHE_SLOTS ||
-				     atomic_load(&uslub_huge_cached_bytes) + len > cap)) {
-		unsigned oldest = 0;
-		for (unsigned i = 1; i < huge_cached_count; i++)
-			if (huge_cache[i].freed_ms < huge_cache[oldest].freed_ms)
-				oldest = i;
-		cache_remove(oldest, &out[n++]);
-	}
+				     atomic_load(&uslub_huge_cached_bytes) + len > cap))
+		cache_remove(cache_oldest(), &out[n++]);
 	huge_cache[huge_cached_count++] = (struct huge_cached){addr, len, now};
 	atomic_fetch_add(&uslub_huge_cached_bytes, len);
 	set_expiry();
@@ -598,6 +619,8 @@ int uslub_huge_free(void *p)
 		uslub_os_unmap(p, len);
 		atomic_fetch_sub(&uslub_mapped_bytes, len);
 	}
+	/* Less in use: the free pages kept may now be over the bound. */
+	uslub_pages_bound();
 	return 1;
 }
 

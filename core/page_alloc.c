@@ -79,7 +79,30 @@
  *    memory handed back the moment it exceeds a bound is faulted in again at once
  *    (8 GB returned and refaulted in a 5-second stress run; 30 GB in a 3-second realloc
  *    run at a fixed 32 MiB live set, with a bound at 32 MiB), hence the minimum age and
- *    the reuse bound. malloc_trim hands back everything at once; the cap's reclaim too. */
+ *    the reuse bound. malloc_trim hands back everything at once; the cap's reclaim too.
+ *
+ * 7. The bound: a collapsed live set keeps little. Decay alone keeps what recent reuse
+ *    called for, so a program whose live set collapses keeps its last wave for the
+ *    period: issue 13's mixed workload (two threads, 1 B - 8 MiB, malloc/free/realloc)
+ *    held 517 MiB after freeing everything. So once less than a quarter of
+ *    M_TRIM_THRESHOLD (8 MiB) is in use (slab pages, large and huge blocks), free memory
+ *    kept - warm free pages of every zone and cached huge mappings (large.c) - may not
+ *    exceed half of it (16 MiB).
+ *    - Where: uslub_pages_bound, on the slow paths where free memory grows or memory in
+ *      use falls - a page free, a huge free - never on an allocation. Past the bound,
+ *      what exceeds three quarters of it goes back at once, oldest first (the decay's
+ *      order, shed_locked), large zone first; the huge cache is cut to that too, and a
+ *      mapping the bound has no room for is not cached. One thread sheds at a time, so
+ *      two do not hand back the same excess.
+ *    - Why only a collapse: a bound that follows a larger live set (kept at most half,
+ *      then one or two times what is in use) cut the mixed workload's peak from 685 to
+ *      ~430 MiB, under glibc's 561, but handed back memory that steady churn faulted in
+ *      again at once: realloc_mix 8x slower at half, +22% at twice; stress 2x slower
+ *      (sys time 0.1 -> 1.0 s) at twice, or with the collapse line at 32 MiB in use,
+ *      because its live set dips that low between waves. At 8 MiB neither changed.
+ *    - The cost: a program with almost nothing in use that frees and reallocates more
+ *      than 16 MiB at a time (a lone 20 MiB buffer replaced in a loop) maps it afresh
+ *      each time (glibc keeps it, having raised its mmap threshold). */
 #include "internal.h"
 #include "options.h"
 #include "node.h"
@@ -106,6 +129,9 @@ struct uslub_lookup uslub_lookup;
 struct uslub_node uslub_nodes[NR_ZONES];
 _Atomic uint64_t uslub_mapped_bytes;
 _Atomic uint64_t uslub_peak_mapped;
+/* Warm free pages of every zone together: the bound (section 7) reads it without the
+ * zone locks. */
+static _Atomic uint64_t warm_pages_all;
 
 /* Warm free memory beyond this is handed back to the OS at free time (mallopt's
  * M_TRIM_THRESHOLD sets it); half of it is kept. */
@@ -151,6 +177,7 @@ static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned orde
 	} else {
 		cds_list_add(&d->list, &n->free_area[order]);
 		n->warm_free_pages += 1UL << order;
+		atomic_fetch_add_explicit(&warm_pages_all, 1UL << order, memory_order_relaxed);
 		n->nr_warm[order]++;
 		d->objects = stamp;
 	}
@@ -166,6 +193,7 @@ static void list_remove(struct uslub_node *n, struct page_desc *d)
 	n->free_pages -= 1UL << order;
 	if (!(d->flags & PF_COLD)) {
 		n->warm_free_pages -= 1UL << order;
+		atomic_fetch_sub_explicit(&warm_pages_all, 1UL << order, memory_order_relaxed);
 		n->nr_warm[order]--;
 	} else if (d->flags & PF_RELEASED) {
 		n->released_free_pages -= 1UL << order;
@@ -625,6 +653,55 @@ static size_t hand_back(struct uslub_node *n, struct page_desc *batch);
  * a program that frees and reallocates in waves to show its reuse. */
 #define DECAY_MIN_AGE 2
 
+/* Warm blocks of zone n off its lists, oldest first, until at most `keep` warm pages
+ * stay or only blocks younger than `min_age` steps are left; blocks free for the whole
+ * period go whatever `keep` says. Under the lock; the batch is for hand_back. */
+static struct page_desc *shed_locked(struct uslub_node *n, uint32_t step, uint64_t keep,
+				     int min_age)
+{
+	uint64_t by_age[DECAY_STEPS + 1] = {0};
+	unsigned seen = 0;
+	struct page_desc *d, *batch = NULL;
+	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN; o--)
+		cds_list_for_each_entry(d, &n->free_area[o], list)
+		{
+			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
+				break;
+			by_age[age_of(d, step)] += 1UL << o;
+		}
+	/* Everything of age > cut goes, and `quota` pages of age == cut. */
+	uint64_t left = n->warm_free_pages - by_age[DECAY_STEPS], quota = by_age[DECAY_STEPS];
+	unsigned cut = DECAY_STEPS;
+	for (int a = DECAY_STEPS - 1; a >= min_age && left > keep; a--) {
+		uint64_t take = left - keep < by_age[a] ? left - keep : by_age[a];
+		left -= take;
+		cut = (unsigned)a;
+		quota = take;
+	}
+	seen = 0;
+	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN && (cut < DECAY_STEPS || quota);
+	     o--) {
+		struct page_desc *tmp;
+		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list)
+		{
+			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
+				break;
+			unsigned age = age_of(d, step);
+			if (age < cut || (age == cut && !quota))
+				continue;
+			if (age == cut)
+				quota = quota > (1UL << o) ? quota - (1UL << o) : 0;
+			list_remove(n, d);
+			d->order = (uint8_t)o;
+			d->next = batch;
+			batch = d;
+		}
+	}
+	if (batch)
+		n->handing_back++;
+	return batch;
+}
+
 /* One pass over zone n for `step`, if no one has made it yet:
  *   - warm blocks free for the whole period (DECAY_STEPS steps) go back;
  *   - of the rest, what the recent reuse does not call for goes back, oldest first,
@@ -652,52 +729,66 @@ static size_t decay_zone(struct uslub_node *n, uint32_t step)
 	keep += keep / 8;
 	if (keep < uslub_trim_threshold >> USLUB_PAGE_SHIFT)
 		keep = uslub_trim_threshold >> USLUB_PAGE_SHIFT;
-	uint64_t by_age[DECAY_STEPS + 1] = {0};
-	unsigned seen = 0;
-	struct page_desc *d, *batch = NULL;
-	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN; o--)
-		cds_list_for_each_entry(d, &n->free_area[o], list)
-		{
-			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
-				break;
-			by_age[age_of(d, step)] += 1UL << o;
-		}
-	/* Everything of age > cut goes, and `quota` pages of age == cut. */
-	uint64_t left = n->warm_free_pages - by_age[DECAY_STEPS], quota = by_age[DECAY_STEPS];
-	unsigned cut = DECAY_STEPS;
-	for (unsigned a = DECAY_STEPS - 1; a >= DECAY_MIN_AGE && left > keep; a--) {
-		uint64_t take = left - keep < by_age[a] ? left - keep : by_age[a];
-		left -= take;
-		cut = a;
-		quota = take;
-	}
-	seen = 0;
-	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN && (cut < DECAY_STEPS || quota);
-	     o--) {
-		struct page_desc *tmp;
-		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list)
-		{
-			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
-				break;
-			unsigned age = age_of(d, step);
-			if (age < cut || (age == cut && !quota))
-				continue;
-			if (age == cut)
-				quota = quota > (1UL << o) ? quota - (1UL << o) : 0;
-			list_remove(n, d);
-			d->order = (uint8_t)o;
-			d->next = batch;
-			batch = d;
-		}
-	}
-	if (batch) {
+	struct page_desc *batch = shed_locked(n, step, keep, DECAY_MIN_AGE);
+	if (batch)
 		n->decay_passes++;
-		n->handing_back++;
-	}
 	pthread_mutex_unlock(&n->lock);
 	if (!batch)
 		return 0;
 	return hand_back(n, batch);
+}
+
+/* ---- the bound: free memory follows the live set (section 7) ---------------------- */
+
+uint64_t uslub_keep_bound(void)
+{
+	uint64_t in_use = atomic_load_explicit(&uslub_slab_bytes, memory_order_relaxed) +
+			  atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) +
+			  atomic_load_explicit(&uslub_huge_bytes, memory_order_relaxed);
+	/* A live set under a quarter of M_TRIM_THRESHOLD has collapsed (or never grew): free
+	 * memory kept is held to half the threshold. Above, the decay alone decides. */
+	return in_use < uslub_trim_threshold / 4 ? uslub_trim_threshold / 2 : UINT64_MAX;
+}
+
+/* One thread sheds at a time: two reading the same excess would hand it back twice. */
+static _Atomic int bounding;
+
+void uslub_pages_bound(void)
+{
+	uint64_t bound = uslub_keep_bound();
+	uint64_t warm = atomic_load_explicit(&warm_pages_all, memory_order_relaxed)
+			<< USLUB_PAGE_SHIFT;
+	uint64_t huge = atomic_load_explicit(&uslub_huge_cached_bytes, memory_order_relaxed);
+	if (likely(warm + huge <= bound) || atomic_exchange(&bounding, 1))
+		return;
+	/* Down to three quarters of the bound, so a program hovering at it does not pay a
+	 * hand-back at every free. */
+	uint64_t target = bound - bound / 4;
+	if (huge > target)
+		uslub_huge_cache_trim(target);
+	uint32_t step = step_now();
+	for (unsigned z = 0; z < NR_ZONES; z++) {
+		unsigned zone = z < MAX_NODES ? LARGE_ZONE(z) : z - MAX_NODES; /* large first */
+		if (zone % MAX_NODES >= uslub_nr_nodes)
+			continue;
+		struct uslub_node *n = &uslub_nodes[zone];
+		uint64_t kept =
+		    (atomic_load_explicit(&warm_pages_all, memory_order_relaxed)
+		     << USLUB_PAGE_SHIFT) +
+		    atomic_load_explicit(&uslub_huge_cached_bytes, memory_order_relaxed);
+		if (kept <= target)
+			break;
+		uint64_t excess = (kept - target) >> USLUB_PAGE_SHIFT;
+		pthread_mutex_lock(&n->lock);
+		uint64_t keep = n->warm_free_pages > excess ? n->warm_free_pages - excess : 0;
+		struct page_desc *batch = n->warm_free_pages ? shed_locked(n, step, keep, 0) : NULL;
+		if (batch)
+			n->bound_sheds++;
+		pthread_mutex_unlock(&n->lock);
+		if (batch)
+			hand_back(n, batch);
+	}
+	atomic_store(&bounding, 0);
 }
 
 /* On the allocator's slow paths (pages freed or taken, never the no-wait try): a pass
@@ -754,6 +845,7 @@ void uslub_pages_free_range(struct page_desc *d, size_t npages)
 	pthread_mutex_unlock(&n->lock);
 	if (step != atomic_load_explicit(&n->decay_last, memory_order_relaxed))
 		decay_zone(n, step);
+	uslub_pages_bound();
 	uslub_background_note(warm << USLUB_PAGE_SHIFT);
 }
 
