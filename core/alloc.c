@@ -15,6 +15,29 @@
  * size's cache is empty, for every request above 8 KiB, and before start-up. */
 void *uslub_slab_alloc_slow(size_t size)
 {
+	if (likely(size <= USLUB_MAX_SMALL)) {
+		unsigned cls = uslub_size_to_class(size);
+		struct uslub_thread *t = uslub_tls_thread;
+		/* An open sheaf (so a live thread, set up, of a plain cache) ran empty: the
+		 * barn first, without the detour through the general entry below (a sixth of
+		 * what a sheaf's round trip costs in batches). */
+		if (likely(t->cpu[cls].sheaf_cap)) {
+			/* The internal-waste sample (stats.h), inline: the state is live. */
+			uslub_stat(&t->cpu[cls], SAMPLE_REQUESTS);
+			uslub_stat_add(&t->cpu[cls], SAMPLE_REQUESTED_BYTES, size);
+			unsigned half;
+			void *object = uslub_sheaf_refill_barn(t, cls, &half);
+			if (likely(object))
+				return object;
+			if (unlikely(atomic_load_explicit(&uslub_replenish_pending,
+							  memory_order_relaxed)))
+				uslub_replenish_start();
+			bool in = uslub_slow_enter(t);
+			object = uslub_sheaf_refill(t, cls, half);
+			uslub_slow_exit(t, in);
+			return object;
+		}
+	}
 	uslub_init();
 	if (size <= USLUB_MAX_SMALL) {
 		unsigned cls = uslub_size_to_class(size);

@@ -6,12 +6,32 @@
 #include "replenish.h"
 #include "slab.h"
 
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
 struct barn *uslub_barns[MAX_NODES];
 
 /* ---- the barn --------------------------------------------------------------------- */
+
+/* A waiter spins while the holder copies; past a few dozen tries the holder was likely
+ * preempted (more threads than cores), and the waiter gives up its time slice. */
+static inline void barn_lock(struct barn *b)
+{
+	while (unlikely(atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))) {
+		for (unsigned spins = 0; atomic_load_explicit(&b->lock, memory_order_relaxed);)
+			if (++spins < 64) {
+				cpu_relax();
+			} else {
+				sched_yield();
+				spins = 0;
+			}
+	}
+}
+static inline void barn_unlock(struct barn *b)
+{
+	atomic_store_explicit(&b->lock, 0, memory_order_release);
+}
 
 /* What cache c's barn holds at most: BARN_BYTES of objects, within BARN_MIN_SHEAVES
  * sheaves and BARN_MAX objects, in whole sheaves. 0 without sheaves. */
@@ -57,7 +77,7 @@ static struct barn *barns_of(unsigned node)
 			b = page_address(d);
 			void **slots = (void **)(b + USLUB_NR_CLASSES);
 			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-				pthread_mutex_init(&b[i].lock, NULL);
+				atomic_store_explicit(&b[i].lock, 0, memory_order_relaxed);
 				b[i].count = 0;
 				b[i].low = 0;
 				b[i].limit = barn_limit(&uslub_caches[i]);
@@ -79,13 +99,13 @@ static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsig
 	if (b) {
 		b += c->cls;
 		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <= b->limit) {
-			pthread_mutex_lock(&b->lock);
+			barn_lock(b);
 			if (b->count + n <= b->limit) {
 				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
 				__atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
 				done = true;
 			}
-			pthread_mutex_unlock(&b->lock);
+			barn_unlock(b);
 		}
 	}
 	__atomic_fetch_add(&c->stat[done ? USLUB_STAT_BARN_PUT : USLUB_STAT_BARN_PUT_FAIL], 1,
@@ -101,13 +121,13 @@ static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsig
 	if (b) {
 		b += c->cls;
 		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
-			pthread_mutex_lock(&b->lock);
+			barn_lock(b);
 			n = b->count < want ? b->count : want;
 			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
 			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
 			if (b->count < b->low)
 				b->low = b->count;
-			pthread_mutex_unlock(&b->lock);
+			barn_unlock(b);
 		}
 	}
 	if (n)
@@ -361,7 +381,8 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 		uslub_slow_exit(t, in);
 		uslub_stat_add(cc, SHEAF_FLUSH, half);
 	}
-	memmove(cc->sheaf, cc->sheaf + half, (n - half) * sizeof(void *));
+	if (n > half) /* not a whole sheaf: the newer rest moves down (no call otherwise) */
+		memmove(cc->sheaf, cc->sheaf + half, (n - half) * sizeof(void *));
 	mark_free(p);
 	cc->sheaf[n - half] = p;
 	sheaf_set_count(cc, n - half + 1);
@@ -396,12 +417,12 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 static void barn_decay(struct uslub_cache *c, struct barn *b)
 {
 	void *batch[SHEAF_MAX];
-	pthread_mutex_lock(&b->lock);
+	barn_lock(b);
 	uint32_t old = b->low < b->count ? b->low : b->count;
 	b->low = b->count - old;
-	pthread_mutex_unlock(&b->lock);
+	barn_unlock(b);
 	while (old) {
-		pthread_mutex_lock(&b->lock);
+		barn_lock(b);
 		unsigned n = old < SHEAF_MAX ? old : SHEAF_MAX;
 		if (n > b->count)
 			n = b->count;
@@ -409,16 +430,16 @@ static void barn_decay(struct uslub_cache *c, struct barn *b)
 		memmove(b->objects, b->objects + n, (b->count - n) * sizeof(void *));
 		__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
 		b->low = b->low > n ? b->low - n : 0;
-		pthread_mutex_unlock(&b->lock);
+		barn_unlock(b);
 		if (!n)
 			break;
 		flush_objects(c, &uslub_empty_thread, batch, n);
 		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_FLUSH], n, __ATOMIC_RELAXED);
 		old -= n;
 	}
-	pthread_mutex_lock(&b->lock);
+	barn_lock(b);
 	b->low = b->count;
-	pthread_mutex_unlock(&b->lock);
+	barn_unlock(b);
 }
 
 /* malloc_trim: everything the barns hold goes back to the slabs, so empty slabs can go
@@ -428,9 +449,9 @@ void uslub_barns_flush(void)
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
 		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
-			pthread_mutex_lock(&b[i].lock);
+			barn_lock(&b[i]);
 			b[i].low = b[i].count;
-			pthread_mutex_unlock(&b[i].lock);
+			barn_unlock(&b[i]);
 			barn_decay(&uslub_caches[i], &b[i]);
 		}
 	}
@@ -488,7 +509,7 @@ void uslub_barns_lock_all(void)
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = uslub_barns[node];
 		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			pthread_mutex_lock(&b[i].lock);
+			barn_lock(&b[i]);
 	}
 }
 
@@ -497,7 +518,7 @@ void uslub_barns_unlock_all(void)
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = uslub_barns[node];
 		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			pthread_mutex_unlock(&b[i].lock);
+			barn_unlock(&b[i]);
 	}
 }
 
@@ -506,6 +527,6 @@ void uslub_barns_reinit_locks(void)
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = uslub_barns[node];
 		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			pthread_mutex_init(&b[i].lock, NULL);
+			atomic_store_explicit(&b[i].lock, 0, memory_order_relaxed);
 	}
 }

@@ -268,7 +268,7 @@ void uslub_caches_init(void)
 		c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
 		/* Each sheaf object may pin a slab of its own, so large objects get fewer. */
 		unsigned cap = c->size <= 256	 ? SHEAF_MAX
-			       : c->size <= 1024 ? 16
+			       : c->size <= 1024 ? 28
 			       : c->size <= 4096 ? 8
 						 : 4;
 		c->sheaf_capacity = c->debug			 ? 0
