@@ -7,7 +7,7 @@
  * the fast paths are the inline ones of slab.h, whose C11 atomics a C++ compiler does not
  * take, so a C++ definition would have to call out to them - the very call this file
  * exists to remove. What needs the C++ runtime - calling the new_handler, throwing
- * std::bad_alloc, catching it for the nothrow forms - is in new_handler.cpp, reached only
+ * std::bad_alloc, catching it for the nothrow forms - is in new_handler.c, reached only
  * when an allocation fails. This file is compiled with -fexceptions, so that bad_alloc
  * unwinds through these frames into the program. test_cxx checks that each name resolves
  * here: a misspelt one would leave libstdc++'s in place. */
@@ -25,12 +25,12 @@ typedef size_t align_val_t;
 struct nothrow_t;
 #define NOTHROW const struct nothrow_t *nothrow __attribute__((unused))
 
-/* new_handler.cpp: the standard's loop - call the new_handler while allocation fails and
+/* new_handler.c: the standard's loop - call the new_handler while allocation fails and
  * there is one - then std::bad_alloc, or NULL for the nothrow forms. */
 void *uslub_new_retry(size_t size, size_t align);
 void *uslub_new_retry_nothrow(size_t size, size_t align);
 
-/* The allocation new_handler.cpp retries: `align` 0 for the unaligned forms. */
+/* The allocation new_handler.c retries: `align` 0 for the unaligned forms. */
 void *uslub_new_alloc(size_t size, size_t align)
 {
 	return align ? uslub_memalign(align, size) : uslub_malloc_inline(size);
