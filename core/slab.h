@@ -39,10 +39,13 @@ static inline void *uslub_malloc_inline(size_t size)
 	if (likely(size <= USLUB_MAX_SMALL)) {
 		struct cache_cpu *cc = &uslub_tls_thread->cpu[uslub_size_to_class(size)];
 		__asm__("" : "+r"(cc)); /* as in free, below */
-		unsigned n = cc->sheaf_count;
+		size_t n = cc->sheaf_count;
 		if (likely(n)) {
-			void *object = cc->sheaf[n - 1];
-			cc->sheaf_count = (uint16_t)(n - 1);
+			/* One decrement, for the index and the count alike (GCC 12 made two). */
+			n--;
+			__asm__("" : "+r"(n));
+			void *object = cc->sheaf[n];
+			cc->sheaf_count = (uint16_t)n;
 			mark_allocated(object);
 			uslub_stat(cc, ALLOC_FASTPATH);
 			return object;
