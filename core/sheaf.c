@@ -140,10 +140,12 @@ static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsig
 /* n free objects of cache c (marked free, counted in their slabs' inuse) back to their
  * slabs, as kmem_cache_free_bulk does: from the top of the array down, each object
  * gathers the objects of its slab that lie below it into one detached list, looking past
- * at most three objects of other slabs in a row (build_detached_freelist's lookahead: a
- * sheaf filled in allocation order holds runs of one slab, a random one gains nothing
- * from a longer search). The list is pushed onto the slab's local list if t holds the
- * slab, else onto its remote list with one compare-and-swap. The array is consumed. */
+ * at most one object of another slab in a row (build_detached_freelist looks past three:
+ * a sheaf filled in allocation order holds runs of one slab, which need none, and a
+ * random one gains nothing from a longer search - callgrind, random replacement: 244
+ * instructions a step looking past one, 249 past three; batches of 4 KiB alike). The list is pushed
+ * onto the slab's local list if t holds the slab, else onto its remote list with one
+ * compare-and-swap. The array is consumed. */
 static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n)
 {
 	for (unsigned i = n; i--;) {
@@ -155,7 +157,7 @@ static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **
 		uintptr_t bytes = USLUB_PAGE_SIZE << s->order;
 		void *tail = head;
 		unsigned count = 1, misses = 0;
-		for (unsigned j = i; j-- && misses <= 3;) {
+		for (unsigned j = i; j-- && misses <= 1;) {
 			void *p = objects[j];
 			if (!p)
 				continue;
