@@ -51,8 +51,10 @@ void *uslub_slab_alloc_slow(size_t size)
 	return uslub_large_alloc(size, 0, false);
 }
 
-/* The owner's free objects of a frozen slab: its local list, else its remote list. */
-static void *take_slab_freelist(struct page_desc *s)
+/* The owner's free objects of a frozen slab: its local list, else its remote list, else
+ * the next step of its untouched objects (slab.c, section 9): memory already touched is
+ * reused before more is. */
+static void *take_slab_freelist(struct uslub_cache *c, struct page_desc *s)
 {
 	void *fl = s->local_free;
 	if (fl) {
@@ -67,7 +69,8 @@ static void *take_slab_freelist(struct page_desc *s)
 			memory_order_relaxed))
 			return decode(w_head(old), page_address(s));
 	}
-	return NULL;
+	unsigned n;
+	return uslub_slab_extend(c, s, &n);
 }
 
 /* ___slab_alloc: an object from the thread's slab layer - its freelist, else a slab's
@@ -99,7 +102,7 @@ void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls)
 		return object;
 	}
 	if (s) {
-		fl = take_slab_freelist(s);
+		fl = take_slab_freelist(c, s);
 		if (fl) {
 			uslub_stat(cc, ALLOC_REFILL);
 			goto load;
@@ -112,7 +115,7 @@ void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls)
 		cc->partial = s->next;
 		s->next = NULL;
 		cc->nr_partial--;
-		fl = take_slab_freelist(s);
+		fl = take_slab_freelist(c, s);
 		if (fl) {
 			cc->slab = s;
 			uslub_stat(cc, CPU_PARTIAL_ALLOC);

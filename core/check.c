@@ -63,7 +63,9 @@ bool uslub_slab_is_valid(struct page_desc *s, const char **why)
 		return false;
 	}
 	struct uslub_cache *c = &uslub_caches[s->cls];
-	if (s->objects != uslub_cache_objects(c, s->order)) {
+	/* Objects are carved a step at a time (slab.c, section 9); a debug cache's at once. */
+	unsigned capacity = uslub_slab_capacity(c, s);
+	if (!s->objects || s->objects > capacity || (c->debug && s->objects != capacity)) {
 		*why = "Slab object count wrong";
 		return false;
 	}
@@ -188,12 +190,13 @@ static void check_slab(struct walk *w, struct page_desc *s, unsigned nid)
 	}
 	struct uslub_cache *c = &uslub_caches[s->cls];
 	unsigned cls = s->cls;
-	if (s->objects != uslub_cache_objects(c, s->order))
-		bad(w, "slab %p (%s): %u objects at order %u", page_address(s), c->name, s->objects,
-		    s->order);
+	unsigned capacity = uslub_slab_capacity(c, s);
+	if (!s->objects || s->objects > capacity || (c->debug && s->objects != capacity))
+		bad(w, "slab %p (%s): %u of %u objects carved at order %u", page_address(s),
+		    c->name, s->objects, capacity, s->order);
 	w->slabs[cls]++;
 	w->slabs_by_order[cls][s->order]++;
-	w->objects[cls] += s->objects;
+	w->objects[cls] += capacity;
 	w->out->slabs++;
 
 	uint64_t word = atomic_load_explicit(&s->word, memory_order_acquire);
@@ -241,14 +244,16 @@ static void check_slab(struct walk *w, struct page_desc *s, unsigned nid)
 		if (s->flags & PF_ON_PARTIAL) {
 			w->out->partial_slabs++;
 			w->partial[cls][nid]++;
+			/* Also with untouched objects: an unfrozen slab keeps free ones on
+			 * its list while it has any (slab.c, section 9). */
 			if (inuse == s->objects)
-				bad(w, "slab %p (%s): full, on the partial list", page_address(s),
-				    c->name);
+				bad(w, "slab %p (%s): no object on its list, on the partial list",
+				    page_address(s), c->name);
 		} else {
 			w->out->full_slabs++;
-			if (inuse != s->objects)
-				bad(w, "slab %p (%s): %u of %u objects used, on no list",
-				    page_address(s), c->name, inuse, s->objects);
+			if (inuse != s->objects || s->objects != capacity)
+				bad(w, "slab %p (%s): %u of %u objects used, %u carved, on no list",
+				    page_address(s), c->name, inuse, capacity, s->objects);
 		}
 		live = inuse;
 	}

@@ -360,7 +360,7 @@ static inline bool plain_object_at(const struct page_desc *s, const void *p)
 	uint64_t magic = uslub_lookup.magic[s->test];
 	unsigned __int128 m = (unsigned __int128)off * magic;
 	return likely(!(off >> 32)) && likely((uint64_t)m < magic) &&
-	       likely((uint64_t)(m >> 64) < s->objects);
+	       likely((uint64_t)(m >> 64) < __atomic_load_n(&s->objects, __ATOMIC_RELAXED));
 }
 
 /* kmem_cache_cpu: one per cache in each thread. The sheaf (Linux 6.18's percpu sheaf) is

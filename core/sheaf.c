@@ -211,7 +211,9 @@ static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
 /* Up to `want` free objects off the remote list of s, an unfrozen slab on the node's
  * partial list, under the node's list_lock: only list_lock holders take from such a list
  * (frees only push onto it), so the walk's snapshot stays valid until the compare-and-swap
- * that detaches it, which a concurrent push makes retry. Returns how many, in dst. */
+ * that detaches it, which a concurrent push makes retry. A take that would leave the list
+ * empty while the slab has untouched objects first carves a step of them onto it (slab.c,
+ * section 9). Returns how many, in dst. */
 static unsigned take_shared(struct uslub_cache *c, struct cache_node *n, struct page_desc *s,
 			    void **dst, unsigned want)
 {
@@ -223,6 +225,20 @@ static unsigned take_shared(struct uslub_cache *c, struct cache_node *n, struct 
 		while (p && k < want) {
 			dst[k++] = p;
 			p = get_next_checked(c, s, p);
+		}
+		if (!p && s->objects < uslub_slab_capacity(c, s)) {
+			/* Pushed like a chain of frees: carved and listed, so inuse stays. */
+			void *tail;
+			unsigned count;
+			void *head = uslub_slab_carve(c, s, &tail, &count);
+			do
+				set_next(c, tail, decode(w_head(old), base));
+			while (!atomic_compare_exchange_weak_explicit(
+			    &s->word, &old,
+			    w_make(encode(head, base), w_inuse(old), old & W_FROZEN),
+			    memory_order_acq_rel, memory_order_acquire));
+			old = atomic_load_explicit(&s->word, memory_order_acquire);
+			continue;
 		}
 		if (!k)
 			break;

@@ -26,7 +26,7 @@
  *    as an offset in the slab):
  *
  *        bits  0..31  remote freelist head, offset from the slab start + 1 (0: empty)
- *        bits 32..55  inuse: objects not on the slab's freelist
+ *        bits 32..55  inuse: objects carved (section 9) and not on the slab's freelist
  *        bit  63      frozen
  *
  *    When its freelist runs dry the owner takes the local list, then the remote list
@@ -156,7 +156,7 @@
  *    first two, so "is p already free?" cannot be answered by walking lists. Instead,
  *    every free object of a plain cache carries a mark in its second word - a secret
  *    drawn at start-up, xor'ed with the object's address - written when the object is
- *    freed (and when a new slab is threaded), cleared when it is handed out. Every free
+ *    freed (and when a slab's objects are carved), cleared when it is handed out. Every free
  *    path checks it first, so a double free is caught whichever list or sheaf the first
  *    free put the object on, also after its thread exited and in a slab whose objects are
  *    all free. This is glibc's tcache key, made per object: with the address mixed in, a
@@ -176,7 +176,8 @@
  *    USLUB_HARDEN=off stores the pointers in the clear (for comparison); the marks and
  *    the checks stay. Two threads freeing one object at the same instant can both pass
  *    the mark check, as with glibc: the remote list's CAS then catches the case where
- *    it is still the list's head, and a slab's inuse never goes below zero. *
+ *    it is still the list's head, and a slab's inuse never goes below zero.
+ *
  * 8. One request through the files (see also DESIGN.md, section 2):
  *
  *      preload/malloc.c   malloc(n) -> slab.h uslub_malloc_inline: pop the thread's sheaf
@@ -197,7 +198,63 @@
  *    node.c (the OS and settings); page_alloc.c (pages); slab.c, alloc.c, free.c, sheaf.c,
  *    thread.c, large.c (objects and blocks); api.c, sized.c (the malloc family's
  *    semantics); preload/ (exported names). Beside them: startup.c and lock.c (the whole
- *    process), stats.c, live.c, check.c, debug.c, replenish.c.
+ *    process), stats.c, live.c, check.c, debug.c, replenish.c. *
+ * 9. Carving: a new slab's free list is threaded a step at a time (issue 13, memory
+ *    follows the live set). Threading a whole order-3 slab writes a link and a mark into
+ *    every object and so faults in all 32 KiB at once, for a thread that may take two
+ *    objects and park. mimalloc does the same as here: when a page's free lists are
+ *    both empty, mi_page_extend_free threads at most MI_MAX_EXTEND_SIZE (4 KiB) of
+ *    further blocks, and in its secure builds shuffles them within that extension. A
+ *    step here is 4 KiB of objects and at least CARVE_MIN (4): a step of one object
+ *    cannot be shuffled, and a sheaf refill wants several. Caches whose slab holds one
+ *    step (up to 4 KiB slabs, and 8 KiB objects) carve it all at creation, as before.
+ *
+ *    Representation. The descriptor's `objects` - in every page's descriptor, since free's
+ *    fast path reads the pointer's own page's - counts the objects carved so far; the
+ *    slab's capacity is the cache's (uslub_slab_capacity). Objects past `objects` were
+ *    never touched, are free, and are on no list. The alternatives: a field of its own
+ *    (page_desc has no spare bytes); a tagged last link ("the rest starts at object k"),
+ *    which every walker and every splice (deactivate appends lists by rewriting a tail
+ *    link) would have to carry along, and which leaves the free fast path accepting an
+ *    untouched object - it is an object's start and carries no mark (a fresh page reads
+ *    zero, a recycled one whatever its last user left), so it would go into a sheaf and
+ *    be handed out again when its step is carved; the slab word's seven spare bits, too
+ *    few for the count, and every carve a compare-and-swap against remote frees. The
+ *    count costs nothing anywhere: the free fast path's bound (slab.h: an index
+ *    below `objects`) sends a free of an untouched object to the slow path, which
+ *    reports it as an invalid pointer, which it is; walks of free lists (get_next_checked,
+ *    check.c) stop at the same bound, so a link into untouched memory reads as a
+ *    corrupted list. The count only grows while the slab lives: carvers store it
+ *    relaxed and every other reader loads it relaxed (the free fast path of any thread
+ *    included), and an object is handed out only after the store that carved it.
+ *
+ *    Counts. The slab word's inuse counts carved objects not on the slab's list, so
+ *    untouched objects are neither in use nor listed: inuse 0 still means every object
+ *    is free (the slab is discarded as before), the heap walker's live count is still
+ *    inuse less the owner's lists, and it never sees an untouched object. The cache's
+ *    total_objects and the walker's per-class totals count capacities.
+ *
+ *    Who carves. The owner of a frozen slab, when its thread freelist, local list and
+ *    remote list are all empty (alloc.c, take_slab_freelist): touched memory is reused
+ *    before more is touched. It holds what it carved, so inuse grows by the step (an
+ *    atomic add: remote frees change the word meanwhile). For an unfrozen slab on a
+ *    partial list, the holder of the node's list_lock (sheaf.c, take_shared): it pushes
+ *    the step onto the slab's list with one compare-and-swap, like a chain of frees,
+ *    with inuse unchanged. One rule ties them: an unfrozen slab with untouched objects
+ *    keeps some free objects on its list, because an unfrozen slab whose list is empty
+ *    is FULL - on no list, and frozen by the next free for the freeing thread (free.c),
+ *    which must never happen to a slab on a partial list. So deactivate_slab carves a
+ *    step when it would let go of a slab with nothing listed, and take_shared carves one
+ *    before a take would empty the list; check.c reports a slab that breaks the rule.
+ *
+ *    Order. With USLUB_HARDEN on, each step is threaded in an order drawn afresh (start
+ *    and stride, section 7's thread_freelist): within a step which object follows which
+ *    is not known in advance, but the steps themselves come in address order, as in
+ *    mimalloc. Every carved free object carries its free mark from the moment it is
+ *    carved (section 7).
+ *
+ *    Debug caches carve whole slabs at creation: uslub_debug_init_object writes every
+ *    slot's red zones and metadata then anyway, so there is nothing to keep untouched.
  */
 #include "internal.h"
 #include "debug.h"
@@ -300,8 +357,9 @@ static unsigned gcd(unsigned a, unsigned b)
  * at random per slab, so which object follows which is not known in advance. That is
  * weaker than the kernel's shuffled sequence (the order is an arithmetic progression),
  * but needs no memory, costs the new slab one compare per object and the fast path
- * nothing. Returns the list's head. */
-static void *thread_freelist(struct uslub_cache *c, char *first, unsigned objects)
+ * nothing. `objects` is one carving step (section 9), so the order is drawn afresh for
+ * each. Returns the list's head, its last object in *tail. */
+static void *thread_freelist(struct uslub_cache *c, char *first, unsigned objects, void **tail)
 {
 	size_t step = 1, start = 0;
 	if (uslub_config.harden != USLUB_HARDEN_OFF && objects > 2) {
@@ -320,6 +378,7 @@ static void *thread_freelist(struct uslub_cache *c, char *first, unsigned object
 			p = q;
 		}
 		uslub_debug_set_next(c, p, NULL);
+		*tail = p;
 		return head;
 	}
 	/* Each object gets its free mark too: a free of an object the slab never handed
@@ -341,6 +400,53 @@ static void *thread_freelist(struct uslub_cache *c, char *first, unsigned object
 	}
 	link_set(p, NULL);
 	mark_free(p);
+	*tail = p;
+	return head;
+}
+
+/* The count of carved objects, in every page's descriptor: free's fast path reads the
+ * pointer's own page's (slab.h). Relaxed: every thread that frees an object of s reads
+ * it, and the objects carved are handed out only later, by whoever takes them from the
+ * list, which orders the rest. The count only grows while the slab lives, so a stale
+ * read is still above every object handed out. */
+static void set_carved(struct page_desc *s, unsigned n)
+{
+	for (size_t i = 0; i < (1UL << s->order); i++)
+		__atomic_store_n(&s[i].objects, (uint16_t)n, __ATOMIC_RELAXED);
+}
+
+/* Objects a carving step adds (section 9): mimalloc's 4 KiB of objects, at least
+ * CARVE_MIN. */
+#define CARVE_BYTES 4096
+#define CARVE_MIN   4
+static unsigned carve_count(const struct uslub_cache *c, unsigned capacity, unsigned carved)
+{
+	unsigned n = CARVE_BYTES / c->size;
+	if (n < CARVE_MIN)
+		n = CARVE_MIN;
+	return n < capacity - carved ? n : capacity - carved;
+}
+
+void *uslub_slab_carve(struct uslub_cache *c, struct page_desc *s, void **tail, unsigned *count)
+{
+	unsigned n = carve_count(c, uslub_slab_capacity(c, s), s->objects);
+	*count = n;
+	if (!n)
+		return NULL;
+	char *first = (char *)page_address(s) + c->offset + (size_t)s->objects * c->stride;
+	void *head = thread_freelist(c, first, n, tail);
+	set_carved(s, s->objects + n);
+	return head;
+}
+
+void *uslub_slab_extend(struct uslub_cache *c, struct page_desc *s, unsigned *count)
+{
+	void *tail;
+	void *head = uslub_slab_carve(c, s, &tail, count);
+	/* The owner holds what it carved: in use, as the slab word counts. */
+	if (head)
+		atomic_fetch_add_explicit(&s->word, (uint64_t)*count << W_INUSE_SHIFT,
+					  memory_order_relaxed);
 	return head;
 }
 
@@ -351,20 +457,22 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 	char *base = page_address(s);
 	for (size_t i = 1; i < (1UL << order); i++)
 		s[i].head = s;
+	s->order = (uint8_t)order;
+	s->cls = (uint8_t)c->cls;
+	/* The first step (section 9); a debug cache carves the whole slab at once. */
+	unsigned carved = c->debug ? objects : carve_count(c, objects, 0);
 	/* Every page answers free's object test itself (slab.h). */
 	for (size_t i = 0; i < (1UL << order); i++) {
 		s[i].start = (uint32_t)(uintptr_t)base;
 		s[i].cpu_off = (uint16_t)offsetof(struct uslub_thread, cpu[c->cls]);
-		s[i].objects = (uint16_t)objects;
 		s[i].test = (uint8_t)(c->cls + 1);
 	}
-	s->order = (uint8_t)order;
-	s->cls = (uint8_t)c->cls;
+	set_carved(s, carved);
 	s->flags = 0;
 	s->local_free = NULL;
 	s->local_count = 0;
 	s->next = NULL;
-	atomic_store_explicit(&s->word, w_make(0, objects, W_FROZEN), memory_order_relaxed);
+	atomic_store_explicit(&s->word, w_make(0, carved, W_FROZEN), memory_order_relaxed);
 	/* The page allocator reads a neighbour's kind under its own lock when it merges
 	 * buddies, so kind changes made outside that lock are atomic stores. */
 	__atomic_store_n(&s->kind, PAGE_SLAB, __ATOMIC_RELAXED);
@@ -375,7 +483,8 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 	if (unlikely(c->debug))
 		for (unsigned i = 0; i < objects; i++)
 			uslub_debug_init_object(c, first + (size_t)i * c->stride);
-	void *head = thread_freelist(c, first, objects);
+	void *tail;
+	void *head = thread_freelist(c, first, carved, &tail);
 	if (unlikely(c->debug))
 		uslub_debug_slab_ready(c, s);
 
@@ -439,7 +548,7 @@ void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub
 	unsigned order = s->order;
 	atomic_fetch_sub(&c->nr_slabs, 1);
 	atomic_fetch_sub(&c->nr_slabs_by_order[order], 1);
-	atomic_fetch_sub(&c->total_objects, s->objects);
+	atomic_fetch_sub(&c->total_objects, uslub_slab_capacity(c, s));
 	atomic_fetch_sub(&uslub_slab_bytes, USLUB_PAGE_SIZE << order);
 	atomic_store_explicit(&s->word, 0, memory_order_relaxed);
 	s->local_free = NULL;
@@ -483,6 +592,14 @@ void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
 		}
 		set_next(c, p, mine);
 		mine = fl;
+	}
+	/* An unfrozen slab with untouched objects keeps some free ones on its list, so
+	 * that an empty list still means a full slab (section 9). */
+	if (!mine && s->objects < uslub_slab_capacity(c, s) &&
+	    !w_head(atomic_load_explicit(&s->word, memory_order_acquire))) {
+		unsigned n;
+		mine = uslub_slab_extend(c, s, &n);
+		nfree = n;
 	}
 	s->local_free = NULL;
 	s->local_count = 0;
@@ -665,7 +782,7 @@ void *uslub_slab_object_start(struct page_desc *s, const void *p)
 {
 	const struct uslub_cache *c = &uslub_caches[s->cls];
 	uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
-	if (off >= (uintptr_t)s->objects * c->stride)
+	if (off >= (uintptr_t)__atomic_load_n(&s->objects, __ATOMIC_RELAXED) * c->stride)
 		return NULL;
 	uintptr_t in_slot = off % c->stride;
 	/* In a debug cache, red zones and metadata are no object's inside. */

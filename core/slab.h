@@ -16,6 +16,19 @@ static inline unsigned uslub_cache_objects(const struct uslub_cache *c, unsigned
 		return (unsigned)((bytes - 16) / c->stride);
 	return (unsigned)(bytes / c->size);
 }
+/* Objects in slab s once all are carved. `s->objects` counts those carved so far: the
+ * objects past it have never been touched and are free (slab.c, section 9). */
+static inline unsigned uslub_slab_capacity(const struct uslub_cache *c, const struct page_desc *s)
+{
+	return s->order == c->order ? c->objects : uslub_cache_objects(c, s->order);
+}
+/* Carve the next step of s's untouched objects into a list of free, marked objects:
+ * its head, its last object in *tail and its length in *count (NULL, 0 when every
+ * object is carved). For the owner of a frozen slab or the holder of its node's
+ * list_lock when it is unfrozen; the caller accounts for the objects in the slab word. */
+void *uslub_slab_carve(struct uslub_cache *c, struct page_desc *s, void **tail, unsigned *count);
+/* The same for the owner, which holds the objects carved: counted in use. */
+void *uslub_slab_extend(struct uslub_cache *c, struct page_desc *s, unsigned *count);
 /* The free pointer stored in a free object (decoded, for walkers such as check.c). */
 void *uslub_slab_next_free(const struct uslub_cache *c, void *object);
 /* The slab_is_valid() walker of USLUB_DEBUG=F and the tests: descriptor, counts and, for

@@ -56,7 +56,7 @@ static void **fill_current_slab(struct page_desc **slab_out, unsigned *n_out)
 {
 	void *first = uslub_malloc(SIZE);
 	struct page_desc *s = slab_of(first);
-	unsigned cap = s->objects;
+	unsigned cap = uslub_slab_capacity(cache, s);
 	void **objs = calloc(cap + 1, sizeof(void *));
 	unsigned n = 0;
 	objs[n++] = first;
