@@ -84,7 +84,7 @@ static inline void uslub_free_inline(void *p)
 		uint32_t off = (uint32_t)(uintptr_t)p - d->start;
 		uint64_t magic = uslub_lookup.magic[d->test];
 		unsigned __int128 m = (unsigned __int128)off * magic;
-		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < d->objects)) {
+		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < objects_of(d))) {
 			struct cache_cpu *cc =
 			    (struct cache_cpu *)((char *)uslub_tls_thread + d->cpu_off);
 			/* The key is read before the stores into p, which the compiler cannot
