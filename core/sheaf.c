@@ -297,6 +297,17 @@ static void *refill_shared(struct uslub_thread *t, struct uslub_cache *c, struct
 	return object;
 }
 
+/* The next step of the untouched objects of s, the thread's current slab, while its own
+ * lists are empty; else NULL. */
+static void *carve_more(struct uslub_cache *c, struct page_desc *s)
+{
+	if (s->local_free || s->objects == uslub_slab_capacity(c, s) ||
+	    w_head(atomic_load_explicit(&s->word, memory_order_relaxed)))
+		return NULL;
+	unsigned n;
+	return uslub_slab_extend(c, s, &n);
+}
+
 /* The thread's sheaf of cls is empty: a full sheaf from the node's barn, without the
  * thread's slow-path lock (the idle drain never touches sheaves or barns), or NULL with
  * the sheaf's share to take from the slab layer in *half. The object returned is counted
@@ -347,7 +358,14 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
 	uintptr_t bits = cc->slab_bits;
 	void *p = cc->freelist;
 	n = 0;
-	while (p && n < half) {
+	while (n < half) {
+		/* A freelist that ends before the sheaf is full goes on into the slab's
+		 * untouched objects, a step at a time (slab.c, section 9): carving touches
+		 * what the sheaf asks for, and the sheaf's slow paths stay as rare as with
+		 * whole slabs threaded at once. Frees waiting on the slab's own lists come
+		 * first, at the next refill. */
+		if (!p && !(p = carve_more(c, cc->slab)))
+			break;
 		if (unlikely(((uintptr_t)p ^ bits) >> (bits & 63)))
 			uslub_freelist_corrupt(cc, p);
 		cc->sheaf[n++] = p;

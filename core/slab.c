@@ -236,8 +236,12 @@
  *
  *    Who carves. The owner of a frozen slab, when its thread freelist, local list and
  *    remote list are all empty (alloc.c, take_slab_freelist): touched memory is reused
- *    before more is touched. It holds what it carved, so inuse grows by the step (an
- *    atomic add: remote frees change the word meanwhile). For an unfrozen slab on a
+ *    before more is touched; and a sheaf refill whose freelist ends before the sheaf is
+ *    full carves on, step by step, up to what the sheaf asks for (sheaf.c, carve_more),
+ *    so the sheaf's slow paths stay as rare as with whole slabs threaded: carving then
+ *    touches what the sheaf takes, rounded up to a step. The owner holds what it
+ *    carved, so inuse grows by the step (an atomic add: remote frees change the word
+ *    meanwhile). For an unfrozen slab on a
  *    partial list, the holder of the node's list_lock (sheaf.c, take_shared): it pushes
  *    the step onto the slab's list with one compare-and-swap, like a chain of frees,
  *    with inuse unchanged. One rule ties them: an unfrozen slab with untouched objects
@@ -272,6 +276,12 @@
 
 struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
 struct uslub_keys uslub_keys;
+
+/* Objects a carving step adds (section 9): mimalloc's 4 KiB of objects, at least
+ * CARVE_MIN. By class, set at start-up. */
+#define CARVE_BYTES 4096
+#define CARVE_MIN   4
+static uint16_t carve_step[USLUB_NR_CLASSES];
 
 void *uslub_slab_next_free(const struct uslub_cache *c, void *object)
 {
@@ -314,6 +324,8 @@ void uslub_caches_init(void)
 			c->min_order = c->order;
 		c->objects = uslub_cache_objects(c, c->order);
 		c->min_objects = uslub_cache_objects(c, c->min_order);
+		unsigned step = CARVE_BYTES / c->size;
+		carve_step[i] = (uint16_t)(step < CARVE_MIN ? CARVE_MIN : step);
 		/* The kernel's set_cpu_partial, in objects, turned into slabs. */
 		unsigned nr = c->size >= 4096	? 6
 			      : c->size >= 1024 ? 24
@@ -415,15 +427,9 @@ static void set_carved(struct page_desc *s, unsigned n)
 		__atomic_store_n(&s[i].objects, (uint16_t)n, __ATOMIC_RELAXED);
 }
 
-/* Objects a carving step adds (section 9): mimalloc's 4 KiB of objects, at least
- * CARVE_MIN. */
-#define CARVE_BYTES 4096
-#define CARVE_MIN   4
 static unsigned carve_count(const struct uslub_cache *c, unsigned capacity, unsigned carved)
 {
-	unsigned n = CARVE_BYTES / c->size;
-	if (n < CARVE_MIN)
-		n = CARVE_MIN;
+	unsigned n = carve_step[c->cls];
 	return n < capacity - carved ? n : capacity - carved;
 }
 
