@@ -508,7 +508,9 @@ struct uslub_thread {
 	 * large-block cache - is touched by its owner only on slow paths, under this lock,
 	 * so the background thread can give an idle thread's back (thread.c, idle drain). */
 	_Atomic int slow_lock;
-	bool active;	    /* a slow path ran since the drain last looked (under slow_lock) */
+	/* A slow path ran since the drain last looked: the barn's refill sets it without
+	 * slow_lock, so it is atomic (relaxed: a late look only delays a drain). */
+	_Atomic bool active;
 	uint8_t idle_ticks; /* the drain's looks since then; 2: idle, given back */
 	/* The kernel's ids of the thread that made the state, so a sweep can tell it is gone
 	 * (thread.c, reaping). tid 0: never swept - the orphan, a state being torn down, and
@@ -667,7 +669,7 @@ static inline bool uslub_slow_enter(struct uslub_thread *t)
 		return false;
 	while (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire))
 		cpu_relax();
-	t->active = true;
+	atomic_store_explicit(&t->active, true, memory_order_relaxed);
 	return true;
 }
 static inline void uslub_slow_exit(struct uslub_thread *t, bool entered)

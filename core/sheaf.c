@@ -315,7 +315,7 @@ static void *carve_more(struct uslub_cache *c, struct page_desc *s)
 void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *half)
 {
 	struct cache_cpu *cc = &t->cpu[cls];
-	t->active = true;
+	atomic_store_explicit(&t->active, true, memory_order_relaxed);
 	barns_decay_soon();
 	*half = sheaf_move(cc, SHEAF_REFILLED, cc->sheaf_cap);
 	unsigned n = barn_get(&uslub_caches[cls], t->node, cc->sheaf, *half);

@@ -551,8 +551,7 @@ unsigned uslub_threads_drain_idle(void)
 			busy++;
 			continue;
 		}
-		if (t->active) {
-			t->active = false;
+		if (atomic_exchange_explicit(&t->active, false, memory_order_relaxed)) {
 			t->idle_ticks = 0;
 		} else if (t->idle_ticks < 2 && ++t->idle_ticks == 2) {
 			drain_state(t);
