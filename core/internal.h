@@ -148,7 +148,8 @@ extern struct uslub_lookup uslub_lookup;
  * below REGION_SLOTS. */
 static inline const struct page_desc *page_desc_in_table(uintptr_t i, const void *p)
 {
-	return (const struct page_desc *)(uslub_lookup.nil + uslub_lookup.region[i] +
+	/* In integers: the region lies outside the nil array it is reached from. */
+	return (const struct page_desc *)((uintptr_t)uslub_lookup.nil + uslub_lookup.region[i] +
 					  ((((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT)
 					   << DESC_SHIFT));
 }
@@ -156,7 +157,7 @@ static inline struct region *region_of(const void *p)
 {
 	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
 	uintptr_t e = i < REGION_SLOTS ? uslub_lookup.region[i] : 0;
-	return e ? (struct region *)(uslub_lookup.nil + e) : NULL;
+	return e ? (struct region *)((uintptr_t)uslub_lookup.nil + e) : NULL;
 }
 
 /* The descriptor of p's page, in region r (region_of(p)). */
