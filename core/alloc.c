@@ -11,6 +11,19 @@
 #include <errno.h>
 #include <stdint.h>
 
+/* Below the barn, for a live thread: its slab layer under the slow-path lock, filling
+ * `half` of the sheaf (0: the cache has no sheaf). A safe point for starting the
+ * background thread: no cache state is half-changed here. */
+static void *refill_below(struct uslub_thread *t, unsigned cls, unsigned half)
+{
+	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
+		uslub_replenish_start();
+	bool in = uslub_slow_enter(t);
+	void *object = half ? uslub_sheaf_refill(t, cls, half) : uslub_alloc_refill(t, cls);
+	uslub_slow_exit(t, in);
+	return object;
+}
+
 /* The engine's entry: malloc's fast path tail-calls here when the thread freelist of the
  * size's cache is empty, for every request above 8 KiB, and before start-up. */
 void *uslub_slab_alloc_slow(size_t size)
@@ -29,13 +42,7 @@ void *uslub_slab_alloc_slow(size_t size)
 			void *object = uslub_sheaf_refill_barn(t, cls, &half);
 			if (likely(object))
 				return object;
-			if (unlikely(atomic_load_explicit(&uslub_replenish_pending,
-							  memory_order_relaxed)))
-				uslub_replenish_start();
-			bool in = uslub_slow_enter(t);
-			object = uslub_sheaf_refill(t, cls, half);
-			uslub_slow_exit(t, in);
-			return object;
+			return refill_below(t, cls, half);
 		}
 	}
 	uslub_init();
@@ -178,10 +185,7 @@ static void *alloc_class(unsigned cls)
 			if (object)
 				return object;
 		}
-		bool in = uslub_slow_enter(t);
-		void *object = half ? uslub_sheaf_refill(t, cls, half) : uslub_alloc_refill(t, cls);
-		uslub_slow_exit(t, in);
-		return object;
+		return refill_below(t, cls, half);
 	}
 	/* No state of our own (exiting thread, or none could be made): share one. */
 	pthread_mutex_lock(&uslub_orphan_lock);
