@@ -262,24 +262,23 @@ static void check_slab(struct walk *w, struct page_desc *s, unsigned nid)
 	w->out->live_bytes += live * c->size;
 }
 
-/* free's fast path reads the pointer's own page descriptor (slab.h): every page of a
- * slab must carry the slab's start, objects, class and cache_cpu offset, and every other
- * page test 0, or a free into freed pages would pass as an object's. */
+/* free's fast path reads the test of the pointer's own page (slab.h): every page of a
+ * slab must carry the slab's start, objects and class, and every other page test 0, or
+ * a free into freed pages would pass as an object's. */
 static void check_free_test(struct walk *w, struct page_desc *d, size_t len)
 {
 	bool slab = d->kind == PAGE_SLAB && d->cls < USLUB_NR_CLASSES;
+	const struct page_test *e = page_test_of(d);
 	for (size_t k = 0; k < len; k++) {
-		const struct page_desc *e = d + k;
-		bool ok = slab ? e->test == d->cls + 1 &&
-				     e->start == (uint32_t)(uintptr_t)page_address(d) &&
-				     e->objects == d->objects &&
-				     e->cpu_off == offsetof(struct uslub_thread, cpu[d->cls])
-			       : e->test == 0;
+		bool ok = slab ? e[k].cpu_end == cpu_end_of(d->cls) &&
+				     e[k].start == (uint32_t)(uintptr_t)page_address(d) &&
+				     e[k].objects == d->objects
+			       : e[k].cpu_end == 0;
 		if (!ok)
 			bad(w,
 			    "page %p (kind %u, page %zu of its block): free's test is %u, start "
 			    "%#x",
-			    page_address(e), d->kind, k, e->test, e->start);
+			    page_address(d + k), d->kind, k, e[k].cpu_end, e[k].start);
 	}
 }
 

@@ -31,15 +31,21 @@
 /* A region is a 256 MiB slot of address space, aligned to its size, so `p >> REGION_SHIFT`
  * finds it in a flat table and `p & REGION_MASK` its page. The region's first 4 MiB hold
  * one 64-byte descriptor per page (the kernel's vmemmap); the descriptors of those first
- * pages are never used, so the region's own header sits there. Only the descriptors and
- * the pages grown so far are mapped (page_alloc.c): the rest of the slot is free address
- * space, where another mapping may even lie - its descriptors read as zero. */
+ * pages are never used, so the region's own header sits there. The next 512 KiB hold
+ * free's 8-byte test of every page (struct page_test), and the pages follow. Only the
+ * metadata and the pages grown so far are mapped (page_alloc.c): the rest of the slot is
+ * free address space, where another mapping may even lie - its descriptors read as
+ * zero. */
 #define REGION_SHIFT 28
 #define REGION_SIZE  (1UL << REGION_SHIFT)
 #define REGION_MASK  (REGION_SIZE - 1)
 #define REGION_PAGES (REGION_SIZE >> USLUB_PAGE_SHIFT)
 #define DESC_SHIFT   6
-#define FIRST_PAGE   ((REGION_PAGES << DESC_SHIFT) >> USLUB_PAGE_SHIFT)
+#define TEST_SHIFT   3
+#define CPU_BYTES    576 /* sizeof(struct cache_cpu) */
+#define TEST_OFFSET  (REGION_PAGES << DESC_SHIFT)
+#define META_BYTES   (TEST_OFFSET + (REGION_PAGES << TEST_SHIFT))
+#define FIRST_PAGE   (META_BYTES >> USLUB_PAGE_SHIFT)
 #define ADDR_BITS    47
 #define REGION_SLOTS (1UL << (ADDR_BITS - REGION_SHIFT))
 #define MAX_BLOCK    (USLUB_PAGE_SIZE << USLUB_MAX_ORDER)
@@ -75,13 +81,8 @@ struct page_desc {
 		struct cds_list_head list; /* node partial list, buddy free list, page cache */
 		struct page_desc *next;	   /* thread partial list, page-allocator batch */
 	};
-	/* free's object test (slab.h), written into every page of a slab so that free reads
-	 * the pointer's own page descriptor and never follows `head`: */
-	uint32_t start;	  /* the slab's first byte, low 32 bits */
-	uint16_t cpu_off; /* offset of the class's cache_cpu in a thread */
-	uint8_t test;	  /* the class + 1 on a slab's pages; 0 on every other page */
-	uint8_t unused;
-	uint16_t objects;     /* slab: objects; large: pages asked for */
+	uint64_t unused;
+	uint16_t objects;     /* slab: objects carved; large: pages asked for */
 	uint16_t local_count; /* objects on local_free; large: last page's unused bytes */
 	uint8_t order;
 	uint8_t kind;
@@ -89,6 +90,22 @@ struct page_desc {
 	uint8_t flags;
 };
 _Static_assert(sizeof(struct page_desc) == (1 << DESC_SHIFT), "descriptor is 64 bytes");
+
+/* free's object test (slab.h), one per page, written into every page of a slab so that
+ * free reads the pointer's own page and never follows `head`. They sit apart from the
+ * descriptors, eight to a cache line where a descriptor takes a whole one: a free into
+ * a random page of a large heap misses the cache on its page's test, and eight times
+ * fewer lines miss less (tcmalloc's pagemap cache and mimalloc's page map are as dense).
+ * A page of no slab has test 0, whose magic fails every offset. */
+struct page_test {
+	uint32_t start;	  /* the slab's first byte, low 32 bits */
+	uint16_t objects; /* objects carved so far: page_desc.objects of the slab */
+	/* On a slab's pages, the offset in a thread just past its class's cache_cpu, which
+	 * both finds that cache_cpu and the class's magic (uslub_lookup) with no multiply or
+	 * shift; 0 on every other page. */
+	uint16_t cpu_end;
+};
+_Static_assert(sizeof(struct page_test) == (1 << TEST_SHIFT), "a page's test is 8 bytes");
 
 /* The slab word: remote freelist head, inuse, frozen (see slab.c, section 3). */
 #define W_FROZEN      (1ULL << 63)
@@ -130,7 +147,7 @@ _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits
  * division and divisibility test in one multiply: with magic = 2^64 / size rounded up,
  * the high half of off * magic is off / size and the low half is below magic exactly
  * when size divides off, for every off below 2^32. A debug cache's magic is 0, which no
- * offset passes, and so is the magic of page_desc.test 0, every page that is not a
+ * offset passes, and so is the magic at page_test.cpu_end 0, every page that is not a
  * slab's. The table sits after the region table, in one object, so the free fast path
  * reaches both from one address. */
 struct uslub_lookup {
@@ -138,20 +155,32 @@ struct uslub_lookup {
 	 * written. A slot of the region table holds its region's distance from here, so an
 	 * empty slot (0) reads as this region and free's fast path tests no NULL (mimalloc's
 	 * empty page, for the same reason). Untouched, it costs address space only. */
-	char nil[REGION_PAGES << DESC_SHIFT];
+	char nil[META_BYTES];
 	uintptr_t region[REGION_SLOTS];
-	uint64_t magic[1 + USLUB_NR_CLASSES]; /* by page_desc.test: class + 1 */
+	/* The magics, CPU_BYTES apart, at page_test.cpu_end (magic_at): the class's at
+	 * (class + 1) * CPU_BYTES, and 0 at 0. */
+	uint64_t magic[(1 + USLUB_NR_CLASSES) * (CPU_BYTES / 8)];
 };
 extern struct uslub_lookup uslub_lookup;
 
-/* The descriptor of p's page, nil's when p is in no region; i is p >> REGION_SHIFT,
- * below REGION_SLOTS. */
-static inline const struct page_desc *page_desc_in_table(uintptr_t i, const void *p)
+static inline uint16_t cpu_end_of(unsigned cls)
+{
+	return (uint16_t)((cls + 1) * CPU_BYTES);
+}
+static inline uint64_t magic_at(size_t cpu_end)
+{
+	return *(const uint64_t *)((const char *)uslub_lookup.magic + cpu_end);
+}
+
+/* The test of p's page, nil's when p is in no region; i is p >> REGION_SHIFT, below
+ * REGION_SLOTS. */
+static inline const struct page_test *page_test_in_table(uintptr_t i, const void *p)
 {
 	/* In integers: the region lies outside the nil array it is reached from. */
-	return (const struct page_desc *)((uintptr_t)uslub_lookup.nil + uslub_lookup.region[i] +
-					  ((((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT)
-					   << DESC_SHIFT));
+	uintptr_t at =
+	    ((uintptr_t)p >> (USLUB_PAGE_SHIFT - TEST_SHIFT)) & ((REGION_PAGES - 1) << TEST_SHIFT);
+	uintptr_t base = (uintptr_t)uslub_lookup.nil + uslub_lookup.region[i];
+	return (const struct page_test *)(base + at) + (TEST_OFFSET >> TEST_SHIFT);
 }
 static inline struct region *region_of(const void *p)
 {
@@ -190,6 +219,14 @@ static inline void *page_address(const struct page_desc *d)
 	uintptr_t a = (uintptr_t)d;
 	return (void *)((a & ~REGION_MASK) +
 			(((a & REGION_MASK) >> DESC_SHIFT) << USLUB_PAGE_SHIFT));
+}
+
+/* The test of descriptor d's page. */
+static inline struct page_test *page_test_of(const struct page_desc *d)
+{
+	uintptr_t a = (uintptr_t)d;
+	return (struct page_test *)((a & ~REGION_MASK) + TEST_OFFSET +
+				    (((a & REGION_MASK) >> DESC_SHIFT) << TEST_SHIFT));
 }
 
 /* ---- the page allocator (page_alloc.c) ------------------------------------------ */
@@ -375,11 +412,12 @@ extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
  * the slab: the slow paths ask this of links read from free objects too. */
 static inline bool plain_object_at(const struct page_desc *s, const void *p)
 {
+	const struct page_test *e = page_test_of(s);
 	uint64_t off = (uintptr_t)p - ((uintptr_t)page_address(s));
-	uint64_t magic = uslub_lookup.magic[s->test];
+	uint64_t magic = magic_at(e->cpu_end);
 	unsigned __int128 m = (unsigned __int128)off * magic;
 	return likely(!(off >> 32)) && likely((uint64_t)m < magic) &&
-	       likely((uint64_t)(m >> 64) < objects_of(s));
+	       likely((uint64_t)(m >> 64) < objects_of(e));
 }
 
 /* kmem_cache_cpu: one per cache in each thread. The sheaf (Linux 6.18's percpu sheaf) is
@@ -405,9 +443,18 @@ struct cache_cpu {
 	uintptr_t slab_bits;
 	uint64_t stat[USLUB_NR_THREAD_STATS];
 	void *sheaf[SHEAF_MAX];
-} __attribute__((aligned(512)));
-/* A power-of-two stride, so the fast path indexes it with one shift. */
-_Static_assert(sizeof(struct cache_cpu) == 512, "cache_cpu is 512 bytes");
+	/* Not a power of two: at 512 bytes every cache's count line fell into the same
+	 * eighth of the L1's sets (a thread's, and every thread's), and the lines of the
+	 * classes in use evicted one another (cachegrind, thread_local: 4% fewer D1 misses
+	 * at 576). */
+	char pad[64];
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct cache_cpu) == CPU_BYTES, "cache_cpu is CPU_BYTES");
+/* malloc's fast path: the offset of cpu[class] in a thread, by (size + 15) / 16, for
+ * sizes up to USLUB_MAX_SMALL (the class table scaled, so malloc does not multiply).
+ * Written at start-up before any thread has state of its own; threads without state
+ * find every sheaf empty whatever they read. */
+extern uint16_t uslub_cpu_of[USLUB_MAX_SMALL / 16 + 1];
 
 /* free_fastpath is not counted where it happens: the fast path's push already writes
  * sheaf_count. Each fast free adds 1 to the count, each fast malloc takes 1 from it and

@@ -2,7 +2,10 @@
  *
  * 1. Regions. A region is a 256 MiB slot of the address space, aligned to its size, so the
  *    region table and page_desc_of find a pointer's region and descriptor at once. Its
- *    first 4 MiB hold one descriptor per page; its pages follow. A region hands its pages
+ *    first 4 MiB hold one descriptor per page, the next 512 KiB free's 8-byte test of
+ *    each page (internal.h); its pages follow, from FIRST_PAGE (1152, so a new region's
+ *    first steps are at most 128 pages, until the next is aligned to 1024). A region
+ *    hands its pages
  *    to the buddy in steps as its node grows ("grown" is the high-water mark); nothing is
  *    resident until a page is touched.
  *
@@ -21,9 +24,10 @@
  *      kernel refuses (RLIMIT_AS) a smaller step is tried, down to what was asked for. A
  *      zone's first region starts with 256 KiB steps, doubling to 4 MiB, so a small
  *      program maps little; the adjacent steps merge into one mapping in the kernel.
- *    - Descriptors are mapped whole (4 MiB, lazily backed, 1/64 of what the region can
- *      hold). Any pointer in a slot is classified by its descriptor with no bounds check
- *      - the free fast path reads it directly - and a page past `grown` must read as
+ *    - Descriptors and tests are mapped whole (4.5 MiB, lazily backed, 1/57 of what the
+ *      region can hold). Any pointer in a slot is classified by its descriptor or test
+ *      with no bounds check - the free fast path reads the test directly - and a page
+ *      past `grown` must read as
  *      zero, "not ours": it may be in someone else's mapping in the unused part of the
  *      slot, a huge block of ours included. Mapped as far as grown only, that read would
  *      fault.
@@ -360,7 +364,9 @@ static unsigned grow_order(struct uslub_node *n, struct region *r, unsigned min_
 	}
 	if (order < min_order)
 		order = min_order;
-	while (r && order > 0 && (r->grown & ((1UL << order) - 1)))
+	/* A new region's pages begin at FIRST_PAGE, aligned to 128 pages only. */
+	size_t grown = r ? r->grown : FIRST_PAGE;
+	while (order > 0 && (grown & ((1UL << order) - 1)))
 		order--;
 	return order;
 }

@@ -382,10 +382,10 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
  * thread without state). p is an object's start in slab s and not marked free (the fast
  * path checked both). A full sheaf goes to the barn whole, or when the barn is full back
  * to its slabs; p then starts the empty sheaf. */
-void uslub_sheaf_overflow(void *p, struct page_desc *s)
+void uslub_sheaf_overflow(void *p, unsigned cls)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	struct uslub_cache *c = &uslub_caches[s->cls];
+	struct uslub_cache *c = &uslub_caches[cls];
 	/* A thread that frees before it ever allocates (a consumer) gets its state here, so
 	 * its frees have a sheaf too instead of a compare-and-swap each. */
 	if (unlikely(t->state == THREAD_EMPTY) && !c->debug && c->sheaf_capacity) {
@@ -393,11 +393,11 @@ void uslub_sheaf_overflow(void *p, struct page_desc *s)
 		if (made)
 			t = made;
 	}
-	struct cache_cpu *cc = &t->cpu[s->cls];
+	struct cache_cpu *cc = &t->cpu[cls];
 	unsigned n = cc->sheaf_count;
-	uslub_sheaf_open(t, cc, s->cls);
+	uslub_sheaf_open(t, cc, cls);
 	if (!cc->sheaf_cap) {
-		uslub_free_slow(p, s);
+		uslub_free_slow(p, block_of(p));
 		return;
 	}
 	if (n < cc->sheaf_cap) {

@@ -35,9 +35,9 @@ void *uslub_slab_next_free(const struct uslub_cache *c, void *object);
  * the slab's owner, every free list; false with the reason in *why. */
 bool uslub_slab_is_valid(struct page_desc *s, const char **why);
 
-/* The sheaf's slow paths (sheaf.c): a free into a full sheaf (or a cache without one),
- * and malloc's refill is uslub_slab_alloc_slow. */
-void uslub_sheaf_overflow(void *p, struct page_desc *s);
+/* The sheaf's slow paths (sheaf.c): a free of p, an object of class cls, into a full
+ * sheaf (or a cache without one), and malloc's refill is uslub_slab_alloc_slow. */
+void uslub_sheaf_overflow(void *p, unsigned cls);
 
 /* An object popped from a thread freelist lies outside the slab: its free pointer was
  * overwritten (slab.c, section 7). */
@@ -50,7 +50,8 @@ __attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
 static inline void *uslub_malloc_inline(size_t size)
 {
 	if (likely(size <= USLUB_MAX_SMALL)) {
-		struct cache_cpu *cc = &uslub_tls_thread->cpu[uslub_size_to_class(size)];
+		struct cache_cpu *cc =
+		    (struct cache_cpu *)((char *)uslub_tls_thread + uslub_cpu_of[(size + 15) >> 4]);
 		__asm__("" : "+r"(cc)); /* as in free, below */
 		size_t n = cc->sheaf_count;
 		if (likely(n)) {
@@ -69,8 +70,8 @@ static inline void *uslub_malloc_inline(size_t size)
 
 /* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
  * whichever thread holds that slab - no atomic, no slab touched. The pointer must be an
- * object's start inside a slab: the descriptor of p's own page (every page of a slab
- * carries the test's fields, so `head` is not followed) gives the slab's start, and one
+ * object's start inside a slab: the test of p's own page (every page of a slab carries
+ * one, so `head` is not followed; internal.h) gives the slab's start, and one
  * 64x64-bit multiply by the class's magic tells (Lemire's test; internal.h). A page that
  * is no slab's has test 0, whose magic fails every offset. Since p lies in the page, its
  * offset in the slab is below 2^32 and its quotient below 2^16. And p must not be free
@@ -80,19 +81,21 @@ static inline void uslub_free_inline(void *p)
 {
 	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
 	if (likely(i < REGION_SLOTS)) {
-		const struct page_desc *d = page_desc_in_table(i, p);
-		uint32_t off = (uint32_t)(uintptr_t)p - d->start;
-		uint64_t magic = uslub_lookup.magic[d->test];
+		const struct page_test *e = page_test_in_table(i, p);
+		uint32_t off = (uint32_t)(uintptr_t)p - e->start;
+		size_t end = e->cpu_end;
+		uint64_t magic = magic_at(end);
 		unsigned __int128 m = (unsigned __int128)off * magic;
-		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < objects_of(d))) {
+		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < objects_of(e))) {
+			/* cpu_end is the offset just past the class's cache_cpu. */
 			struct cache_cpu *cc =
-			    (struct cache_cpu *)((char *)uslub_tls_thread + d->cpu_off);
+			    (struct cache_cpu *)((uintptr_t)uslub_tls_thread + end) - 1;
 			/* The key is read before the stores into p, which the compiler cannot
 			 * tell apart from it. */
 			uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
 			size_t n = cc->sheaf_count;
 			if (unlikely(((uintptr_t *)p)[1] == mark))
-				uslub_double_free(p, d->head);
+				uslub_double_free(p, page_desc_of(p)->head);
 			if (likely(n < cc->sheaf_cap)) {
 				((uintptr_t *)p)[1] = mark;
 				cc->sheaf[n] = p;
@@ -103,7 +106,9 @@ static inline void uslub_free_inline(void *p)
 				cc->sheaf_count = (uint16_t)(n + 1);
 				return;
 			}
-			uslub_sheaf_overflow(p, d->head);
+			/* The class from the test: a whole sheaf moves without the slab's
+			 * descriptor ever being read. */
+			uslub_sheaf_overflow(p, (unsigned)(end / CPU_BYTES) - 1);
 			return;
 		}
 	}

@@ -169,20 +169,21 @@ static void partial_bound_and_discard(void)
 	}
 	CHECKF(atomic_load(&cache->nr_slabs) < slabs_before, "empty slabs discarded: %lu -> %lu",
 	       (unsigned long)slabs_before, (unsigned long)atomic_load(&cache->nr_slabs));
-	/* free's fast path reads the pointer's own page descriptor: a discarded slab's pages
+	/* free's fast path reads the test of the pointer's own page: a discarded slab's pages
 	 * must fail its test (test 0), a live slab's pass it on every page. */
 	unsigned discarded = 0, live_ok = 0, live = 0;
 	for (int i = 0; i < SLABS; i++) {
 		struct page_desc *s = slabs[i];
+		const struct page_test *e = page_test_of(s);
 		bool gone = s->kind != PAGE_SLAB || s->head != s;
 		for (size_t k = 0; k < (1UL << cache->order); k++) {
 			if (gone) {
-				CHECKF(s[k].test == 0, "page %zu of a discarded slab: test %u", k,
-				       s[k].test);
+				CHECKF(e[k].cpu_end == 0, "page %zu of a discarded slab: test %u",
+				       k, e[k].cpu_end);
 			} else {
-				live_ok += s[k].test == cache->cls + 1 &&
-					   s[k].start == (uint32_t)(uintptr_t)page_address(s) &&
-					   s[k].objects == s->objects;
+				live_ok += e[k].cpu_end == cpu_end_of(cache->cls) &&
+					   e[k].start == (uint32_t)(uintptr_t)page_address(s) &&
+					   e[k].objects == s->objects;
 				live++;
 			}
 		}
