@@ -42,7 +42,7 @@
 #define REGION_PAGES (REGION_SIZE >> USLUB_PAGE_SHIFT)
 #define DESC_SHIFT   6
 #define TEST_SHIFT   3
-#define CPU_BYTES    576 /* sizeof(struct cache_cpu) */
+#define CPU_BYTES    512 /* sizeof(struct cache_cpu) */
 #define TEST_OFFSET  (REGION_PAGES << DESC_SHIFT)
 #define META_BYTES   (TEST_OFFSET + (REGION_PAGES << TEST_SHIFT))
 #define FIRST_PAGE   (META_BYTES >> USLUB_PAGE_SHIFT)
@@ -158,8 +158,13 @@ struct uslub_lookup {
 	char nil[META_BYTES];
 	uintptr_t region[REGION_SLOTS];
 	/* The magics, CPU_BYTES apart, at page_test.cpu_end (magic_at): the class's at
-	 * (class + 1) * CPU_BYTES, and 0 at 0. */
-	uint64_t magic[(1 + USLUB_NR_CLASSES) * (CPU_BYTES / 8)];
+	 * (class + 1) * CPU_BYTES, and 0 at 0. Each in a line of its own, which falls in the
+	 * L1 sets of the cache_cpus' second lines (page-aligned threads; stats, off the
+	 * fast paths), not in those of their counts and slots. */
+	struct {
+		char pad[64];
+		uint64_t at[(1 + USLUB_NR_CLASSES) * (CPU_BYTES / 8)];
+	} __attribute__((aligned(CPU_BYTES))) magic;
 };
 extern struct uslub_lookup uslub_lookup;
 
@@ -169,7 +174,7 @@ static inline uint16_t cpu_end_of(unsigned cls)
 }
 static inline uint64_t magic_at(size_t cpu_end)
 {
-	return *(const uint64_t *)((const char *)uslub_lookup.magic + cpu_end);
+	return *(const uint64_t *)((const char *)uslub_lookup.magic.at + cpu_end);
 }
 
 /* The test of p's page, nil's when p is in no region; i is p >> REGION_SHIFT, below
@@ -443,12 +448,7 @@ struct cache_cpu {
 	uintptr_t slab_bits;
 	uint64_t stat[USLUB_NR_THREAD_STATS];
 	void *sheaf[SHEAF_MAX];
-	/* Not a power of two: at 512 bytes every cache's count line fell into the same
-	 * eighth of the L1's sets (a thread's, and every thread's), and the lines of the
-	 * classes in use evicted one another (cachegrind, thread_local: 4% fewer D1 misses
-	 * at 576). */
-	char pad[64];
-} __attribute__((aligned(64)));
+} __attribute__((aligned(CPU_BYTES)));
 _Static_assert(sizeof(struct cache_cpu) == CPU_BYTES, "cache_cpu is CPU_BYTES");
 /* malloc's fast path: the offset of cpu[class] in a thread, by (size + 15) / 16, for
  * sizes up to USLUB_MAX_SMALL (the class table scaled, so malloc does not multiply).

@@ -144,12 +144,14 @@
  *    apart from the 64-byte descriptors: a free into a random page of a large heap
  *    misses the cache on its page's metadata, and with eight pages to a line it misses
  *    less (cachegrind, thread_local at scale 0.05: 8.78 M D1 misses with the tests in
- *    the descriptors, 8.55 M apart, 8.24 M with cache_cpu at 576 bytes instead of 512;
- *    tcmalloc 7.47 M). The whole-sheaf overflow takes the class from the test, so it
- *    reads no descriptor either. A first
- *    version with a barn of 8 sheaves flushed most of a 1000-object batch back to the
- *    slabs (217 at 64 B; an insertion sort grouping the flush cost 77 per object): the
- *    barn is sized in bytes now, and the flush uses the kernel's three-miss lookahead.
+ *    the descriptors, 8.55 M apart, 8.42 M with the magics out of the sets of the
+ *    cache_cpus' counts; tcmalloc 7.47 M. cache_cpu at 576 bytes instead of 512, so
+ *    the counts of the classes in use spread over every set, gave 8.24 M, but a parked
+ *    thread then touched a page more: 34.4 KiB instead of 30.4). The whole-sheaf overflow takes the
+ * class from the test, so it reads no descriptor either. A first version with a barn of 8 sheaves
+ * flushed most of a 1000-object batch back to the slabs (217 at 64 B; an insertion sort grouping
+ * the flush cost 77 per object): the barn is sized in bytes now, and the flush uses the kernel's
+ * three-miss lookahead.
  *
  *    A thread's first objects of a cache come from the node's shared partial slabs (1, 2,
  *    then 4 objects) before it takes a slab of its own (sheaf.c): a thread that holds a
@@ -339,7 +341,7 @@ void uslub_caches_init(void)
 		struct uslub_cache *c = &uslub_caches[i];
 		/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
 		 * so the free fast path's test fails for every one of them. */
-		uslub_lookup.magic[cpu_end_of(i) / 8] = c->debug ? 0 : UINT64_MAX / c->size + 1;
+		uslub_lookup.magic.at[cpu_end_of(i) / 8] = c->debug ? 0 : UINT64_MAX / c->size + 1;
 		unsigned bytes = c->debug ? c->stride + DBG_RZ : c->size;
 		c->order = uslub_calculate_order(bytes, &p);
 		c->min_order = uslub_get_order(bytes);
