@@ -162,7 +162,6 @@ load:
 		s->local_count = n;
 		return fl;
 	}
-	cc->slab_bits = slab_bits(s);
 	cc->freelist = get_next_checked(c, s, fl);
 	mark_allocated(fl);
 	return fl;

@@ -270,15 +270,15 @@ static void check_free_test(struct walk *w, struct page_desc *d, size_t len)
 	bool slab = d->kind == PAGE_SLAB && d->cls < USLUB_NR_CLASSES;
 	const struct page_test *e = page_test_of(d);
 	for (size_t k = 0; k < len; k++) {
-		bool ok = slab ? e[k].cpu_end == cpu_end_of(d->cls) &&
+		bool ok = slab ? e[k].cpu_off == CPU_OFF(d->cls) &&
 				     e[k].start == (uint32_t)(uintptr_t)page_address(d) &&
 				     e[k].objects == d->objects
-			       : e[k].cpu_end == 0;
+			       : e[k].cpu_off == 0 && e[k].objects == 0;
 		if (!ok)
 			bad(w,
 			    "page %p (kind %u, page %zu of its block): free's test is %u, start "
 			    "%#x",
-			    page_address(d + k), d->kind, k, e[k].cpu_end, e[k].start);
+			    page_address(d + k), d->kind, k, e[k].cpu_off, e[k].start);
 	}
 }
 

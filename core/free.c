@@ -92,8 +92,11 @@ void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *hea
 	pthread_mutex_unlock(&n->list_lock);
 }
 
-/* free reaches here by a tail call: the return address is the program's call site. */
-void uslub_free_slow(void *p, struct page_desc *s)
+/* free reaches here by a tail call: the return address is the program's call site.
+ * may_open: an object of a class whose sheaf the thread has not opened yet goes to the
+ * sheaf's slow path, which opens it (uslub_sheaf_overflow), not to its slab. */
+static inline __attribute__((always_inline)) void free_slow(void *p, struct page_desc *s,
+							    bool may_open)
 {
 	if (!p)
 		return;
@@ -122,6 +125,14 @@ void uslub_free_slow(void *p, struct page_desc *s)
 	else if (is_marked_free(p))
 		uslub_report_bad_free("double free", "free", p, c);
 	struct uslub_thread *t = uslub_tls_thread;
+	/* The fast path opens with the sheaf: a thread's first free of a class, or the first
+	 * of a thread without state (a consumer), comes here and opens it. */
+	if (may_open && !c->debug && c->sheaf_capacity && !t->cpu[s->cls].magic &&
+	    (t->state == THREAD_LIVE || t->state == THREAD_EMPTY)) {
+		uslub_sheaf_overflow(p, &t->cpu[s->cls]);
+		errno = saved;
+		return;
+	}
 	bool in = uslub_slow_enter(t);
 	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
 		push_local(c, s, p);
@@ -132,6 +143,16 @@ void uslub_free_slow(void *p, struct page_desc *s)
 	}
 	uslub_slow_exit(t, in);
 	errno = saved;
+}
+
+void uslub_free_slow(void *p, struct page_desc *s)
+{
+	free_slow(p, s, true);
+}
+
+void uslub_free_slab(void *p, struct page_desc *s)
+{
+	free_slow(p, s, false);
 }
 
 __attribute__((noreturn)) void uslub_report_bad_free(const char *what, const char *func,

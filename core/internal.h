@@ -100,10 +100,10 @@ _Static_assert(sizeof(struct page_desc) == (1 << DESC_SHIFT), "descriptor is 64 
 struct page_test {
 	uint32_t start;	  /* the slab's first byte, low 32 bits */
 	uint16_t objects; /* objects carved so far: page_desc.objects of the slab */
-	/* On a slab's pages, the offset in a thread just past its class's cache_cpu, which
-	 * both finds that cache_cpu and the class's magic (uslub_lookup) with no multiply or
-	 * shift; 0 on every other page. */
-	uint16_t cpu_end;
+	/* On a slab's pages, the offset of its class's cache_cpu in a thread, which holds
+	 * the class's magic for the thread's fast path (cache_cpu.magic); 0 on every other
+	 * page, whose objects is 0 too, so no offset passes. */
+	uint16_t cpu_off;
 };
 _Static_assert(sizeof(struct page_test) == (1 << TEST_SHIFT), "a page's test is 8 bytes");
 
@@ -147,35 +147,21 @@ _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits
  * division and divisibility test in one multiply: with magic = 2^64 / size rounded up,
  * the high half of off * magic is off / size and the low half is below magic exactly
  * when size divides off, for every off below 2^32. A debug cache's magic is 0, which no
- * offset passes, and so is the magic at page_test.cpu_end 0, every page that is not a
- * slab's. The table sits after the region table, in one object, so the free fast path
- * reaches both from one address. */
+ * offset passes. free's fast path reads the magic from the thread's cache_cpu, whose
+ * line it reads for the sheaf anyway; the slow paths from the table here. */
 struct uslub_lookup {
-	/* The descriptors of a region that is not there: zero, so test 0, and never
+	/* The metadata of a region that is not there: zero, so no page passes, and never
 	 * written. A slot of the region table holds its region's distance from here, so an
 	 * empty slot (0) reads as this region and free's fast path tests no NULL (mimalloc's
 	 * empty page, for the same reason). Untouched, it costs address space only. */
 	char nil[META_BYTES];
 	uintptr_t region[REGION_SLOTS];
-	/* The magics, CPU_BYTES apart, at page_test.cpu_end (magic_at): the class's at
-	 * (class + 1) * CPU_BYTES, and 0 at 0. Each in a line of its own, which falls in the
-	 * L1 sets of the cache_cpus' second lines (page-aligned threads; stats, off the
-	 * fast paths), not in those of their counts and slots. */
-	struct {
-		char pad[64];
-		uint64_t at[(1 + USLUB_NR_CLASSES) * (CPU_BYTES / 8)];
-	} __attribute__((aligned(CPU_BYTES))) magic;
+	uint64_t magic[USLUB_NR_CLASSES]; /* by class, for the slow paths */
 };
 extern struct uslub_lookup uslub_lookup;
 
-static inline uint16_t cpu_end_of(unsigned cls)
-{
-	return (uint16_t)((cls + 1) * CPU_BYTES);
-}
-static inline uint64_t magic_at(size_t cpu_end)
-{
-	return *(const uint64_t *)((const char *)uslub_lookup.magic.at + cpu_end);
-}
+/* page_test.cpu_off of a slab of class cls. */
+#define CPU_OFF(cls) ((uint16_t)((cls)*CPU_BYTES))
 
 /* The test of p's page, nil's when p is in no region; i is p >> REGION_SHIFT, below
  * REGION_SLOTS. */
@@ -417,12 +403,11 @@ extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
  * the slab: the slow paths ask this of links read from free objects too. */
 static inline bool plain_object_at(const struct page_desc *s, const void *p)
 {
-	const struct page_test *e = page_test_of(s);
 	uint64_t off = (uintptr_t)p - ((uintptr_t)page_address(s));
-	uint64_t magic = magic_at(e->cpu_end);
+	uint64_t magic = uslub_lookup.magic[s->cls];
 	unsigned __int128 m = (unsigned __int128)off * magic;
 	return likely(!(off >> 32)) && likely((uint64_t)m < magic) &&
-	       likely((uint64_t)(m >> 64) < objects_of(e));
+	       likely((uint64_t)(m >> 64) < objects_of(s));
 }
 
 /* kmem_cache_cpu: one per cache in each thread. The sheaf (Linux 6.18's percpu sheaf) is
@@ -442,10 +427,10 @@ struct cache_cpu {
 	void *freelist;		   /* objects of `slab`, taken without atomics */
 	struct page_desc *slab;	   /* frozen by this thread */
 	struct page_desc *partial; /* more slabs frozen by this thread */
-	/* `slab`'s first byte | log2 of its size in bytes: the refill checks that an object
-	 * decoded from a free pointer lies inside the slab before reading it (slab.c,
-	 * section 7). Valid whenever `freelist` is not NULL. */
-	uintptr_t slab_bits;
+	/* The class's magic (uslub_lookup) while the sheaf is open, for free's fast path,
+	 * which reads this line for the count anyway; 0 while it is closed, and in threads
+	 * without state and debug caches, so their frees take the slow path. */
+	uint64_t magic;
 	uint64_t stat[USLUB_NR_THREAD_STATS];
 	void *sheaf[SHEAF_MAX];
 } __attribute__((aligned(CPU_BYTES)));
@@ -578,6 +563,8 @@ extern pthread_mutex_t uslub_stat_lock;
 void *uslub_slab_alloc_slow(size_t size);
 /* free of p, whose block_of() is s: everything but the owner's push and the sheaf. */
 void uslub_free_slow(void *p, struct page_desc *s);
+/* The same, never through a sheaf (the sheaf's slow path, when it has none to open). */
+void uslub_free_slab(void *p, struct page_desc *s);
 /* An object of class cls for a request of `size` bytes (what debug caches keep). */
 void *uslub_slab_alloc_class(unsigned cls, size_t size);
 void uslub_caches_init(void);

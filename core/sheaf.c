@@ -355,7 +355,7 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
 	}
 	/* The slab's objects keep their marks: they are free until popped. Each is checked
 	 * to lie in the slab before its free pointer is read (slab.c, section 7). */
-	uintptr_t bits = cc->slab_bits;
+	uintptr_t bits = cc->slab ? slab_bits(cc->slab) : 0;
 	void *p = cc->freelist;
 	n = 0;
 	while (n < half) {
@@ -382,9 +382,10 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
  * thread without state). p is an object's start in slab s and not marked free (the fast
  * path checked both). A full sheaf goes to the barn whole, or when the barn is full back
  * to its slabs; p then starts the empty sheaf. */
-void uslub_sheaf_overflow(void *p, unsigned cls)
+void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 {
 	struct uslub_thread *t = uslub_tls_thread;
+	unsigned cls = (unsigned)(cc - t->cpu);
 	struct uslub_cache *c = &uslub_caches[cls];
 	/* A thread that frees before it ever allocates (a consumer) gets its state here, so
 	 * its frees have a sheaf too instead of a compare-and-swap each. */
@@ -393,11 +394,11 @@ void uslub_sheaf_overflow(void *p, unsigned cls)
 		if (made)
 			t = made;
 	}
-	struct cache_cpu *cc = &t->cpu[cls];
+	cc = &t->cpu[cls];
 	unsigned n = cc->sheaf_count;
 	uslub_sheaf_open(t, cc, cls);
 	if (!cc->sheaf_cap) {
-		uslub_free_slow(p, block_of(p));
+		uslub_free_slab(p, block_of(p));
 		return;
 	}
 	if (n < cc->sheaf_cap) {

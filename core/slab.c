@@ -136,22 +136,26 @@
  *    Measured (callgrind, instructions per malloc+free with the harness loop; before =
  *    c0c5fd2, then with the trust issue's hardening, now): pair 64 B 70.8, 90.2, 65;
  *    batches of 1000 at 64 B 90.3, 114.6, 89; at 1 KiB 164.3, 195.9, 103. The free
- *    path's 35 instructions (from 48) come from reading the test of the pointer's own
+ *    path's 34 instructions (from 48) come from reading the test of the pointer's own
  *    page, which carries the slab's start, carved count and cache_cpu offset on every
- *    page, instead of following `head`; from a region table whose empty slots read as an
- *    all-zero region instead of NULL; and from free_fastpath derived from the sheaf's
- *    count instead of counted (internal.h, uslub_cc_stat). The tests are 8 bytes a page,
- *    apart from the 64-byte descriptors: a free into a random page of a large heap
- *    misses the cache on its page's metadata, and with eight pages to a line it misses
- *    less (cachegrind, thread_local at scale 0.05: 8.78 M D1 misses with the tests in
- *    the descriptors, 8.55 M apart, 8.42 M with the magics out of the sets of the
- *    cache_cpus' counts; tcmalloc 7.47 M. cache_cpu at 576 bytes instead of 512, so
- *    the counts of the classes in use spread over every set, gave 8.24 M, but a parked
- *    thread then touched a page more: 34.4 KiB instead of 30.4). The whole-sheaf overflow takes the
- * class from the test, so it reads no descriptor either. A first version with a barn of 8 sheaves
- * flushed most of a 1000-object batch back to the slabs (217 at 64 B; an insertion sort grouping
- * the flush cost 77 per object): the barn is sized in bytes now, and the flush uses the kernel's
- * three-miss lookahead.
+ *    page, instead of following `head`; from the class's magic kept in the thread's
+ *    cache_cpu, in the line the push reads anyway; from a region table whose empty slots
+ *    read as an all-zero region instead of NULL; and from free_fastpath derived from the
+ *    sheaf's count instead of counted (internal.h, uslub_cc_stat). The tests are 8 bytes
+ *    a page, apart from the 64-byte descriptors: a free into a random page of a large
+ *    heap misses the cache on its page's metadata, and with eight pages to a line it
+ *    misses less. Cachegrind, thread_local at scale 0.05, D1 misses: 8.78 M with the
+ *    tests in the descriptors (a077255), 8.55 M apart with a magic table of its own,
+ *    8.11-8.17 M with the magic in the cache_cpu; tcmalloc 7.47 M. cache_cpu at 576
+ *    bytes instead of 512, so the counts of the classes in use spread over every L1
+ *    set, gave 8.24 M with the table, but a parked thread then touched a page more
+ *    (34.4 KiB instead of 30.4). The magic is written when the sheaf opens, so a thread's
+ *    first free of a class (and every free of a thread without state) takes the slow
+ *    path, which opens the sheaf. A whole-sheaf overflow finds the class from the
+ *    cache_cpu's place and reads no descriptor either. A first version with a barn of 8
+ *    sheaves flushed most of a 1000-object batch back to the slabs (217 at 64 B; an
+ *    insertion sort grouping the flush cost 77 per object): the barn is sized in bytes
+ *    now, and the flush uses the kernel's three-miss lookahead.
  *
  *    A thread's first objects of a cache come from the node's shared partial slabs (1, 2,
  *    then 4 objects) before it takes a slab of its own (sheaf.c): a thread that holds a
@@ -341,7 +345,7 @@ void uslub_caches_init(void)
 		struct uslub_cache *c = &uslub_caches[i];
 		/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
 		 * so the free fast path's test fails for every one of them. */
-		uslub_lookup.magic.at[cpu_end_of(i) / 8] = c->debug ? 0 : UINT64_MAX / c->size + 1;
+		uslub_lookup.magic[i] = c->debug ? 0 : UINT64_MAX / c->size + 1;
 		unsigned bytes = c->debug ? c->stride + DBG_RZ : c->size;
 		c->order = uslub_calculate_order(bytes, &p);
 		c->min_order = uslub_get_order(bytes);
@@ -498,7 +502,7 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 	struct page_test *e = page_test_of(s);
 	for (size_t i = 0; i < (1UL << order); i++) {
 		e[i].start = (uint32_t)(uintptr_t)base;
-		e[i].cpu_end = cpu_end_of(c->cls);
+		e[i].cpu_off = CPU_OFF(c->cls);
 	}
 	set_carved(s, carved);
 	s->flags = 0;
@@ -588,8 +592,10 @@ void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub
 	s->local_count = 0;
 	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
 	struct page_test *e = page_test_of(s);
-	for (size_t i = 0; i < (1UL << order); i++)
-		e[i].cpu_end = 0;
+	for (size_t i = 0; i < (1UL << order); i++) {
+		e[i].cpu_off = 0;
+		__atomic_store_n(&e[i].objects, 0, __ATOMIC_RELAXED);
+	}
 	stat_shared(t, c->cls, USLUB_STAT_FREE_SLAB);
 	if (unlikely(c->debug))
 		uslub_debug_slab_discard(c, s);

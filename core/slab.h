@@ -35,9 +35,10 @@ void *uslub_slab_next_free(const struct uslub_cache *c, void *object);
  * the slab's owner, every free list; false with the reason in *why. */
 bool uslub_slab_is_valid(struct page_desc *s, const char **why);
 
-/* The sheaf's slow paths (sheaf.c): a free of p, an object of class cls, into a full
- * sheaf (or a cache without one), and malloc's refill is uslub_slab_alloc_slow. */
-void uslub_sheaf_overflow(void *p, unsigned cls);
+/* The sheaf's slow paths (sheaf.c): a free of p into a full sheaf (or a closed one),
+ * cc being the calling thread's cache_cpu of p's class; malloc's refill is
+ * uslub_slab_alloc_slow. */
+void uslub_sheaf_overflow(void *p, struct cache_cpu *cc);
 
 /* An object popped from a thread freelist lies outside the slab: its free pointer was
  * overwritten (slab.c, section 7). */
@@ -71,9 +72,10 @@ static inline void *uslub_malloc_inline(size_t size)
 /* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
  * whichever thread holds that slab - no atomic, no slab touched. The pointer must be an
  * object's start inside a slab: the test of p's own page (every page of a slab carries
- * one, so `head` is not followed; internal.h) gives the slab's start, and one
- * 64x64-bit multiply by the class's magic tells (Lemire's test; internal.h). A page that
- * is no slab's has test 0, whose magic fails every offset. Since p lies in the page, its
+ * one, so `head` is not followed; internal.h) gives the slab's start and the class's
+ * cache_cpu, and one 64x64-bit multiply by the class's magic there tells (Lemire's
+ * test; internal.h). A page that is no slab's has objects 0, which no offset is below;
+ * a sheaf not open has magic 0, which no offset passes. Since p lies in the page, its
  * offset in the slab is below 2^32 and its quotient below 2^16. And p must not be free
  * already: every free object carries its mark, whichever list, sheaf or barn it is on
  * (slab.c, section 7). */
@@ -82,14 +84,12 @@ static inline void uslub_free_inline(void *p)
 	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
 	if (likely(i < REGION_SLOTS)) {
 		const struct page_test *e = page_test_in_table(i, p);
+		struct cache_cpu *cc =
+		    (struct cache_cpu *)((uintptr_t)uslub_tls_thread + e->cpu_off);
 		uint32_t off = (uint32_t)(uintptr_t)p - e->start;
-		size_t end = e->cpu_end;
-		uint64_t magic = magic_at(end);
+		uint64_t magic = cc->magic;
 		unsigned __int128 m = (unsigned __int128)off * magic;
 		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < objects_of(e))) {
-			/* cpu_end is the offset just past the class's cache_cpu. */
-			struct cache_cpu *cc =
-			    (struct cache_cpu *)((uintptr_t)uslub_tls_thread + end) - 1;
 			/* The key is read before the stores into p, which the compiler cannot
 			 * tell apart from it. */
 			uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
@@ -106,9 +106,9 @@ static inline void uslub_free_inline(void *p)
 				cc->sheaf_count = (uint16_t)(n + 1);
 				return;
 			}
-			/* The class from the test: a whole sheaf moves without the slab's
-			 * descriptor ever being read. */
-			uslub_sheaf_overflow(p, (unsigned)(end / CPU_BYTES) - 1);
+			/* The class from the cache_cpu's place: a whole sheaf moves without
+			 * the slab's descriptor ever being read. */
+			uslub_sheaf_overflow(p, cc);
 			return;
 		}
 	}
@@ -244,8 +244,12 @@ void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *ha
  * the exiting thread's state is no longer live. */
 static inline void uslub_sheaf_open(struct uslub_thread *t, struct cache_cpu *cc, unsigned cls)
 {
-	if (unlikely(!cc->sheaf_cap) && t->state == THREAD_LIVE)
+	if (unlikely(!cc->sheaf_cap) && t->state == THREAD_LIVE) {
 		cc->sheaf_cap = (uint16_t)uslub_caches[cls].sheaf_capacity;
+		/* free's fast path opens with the sheaf (debug caches have none). */
+		if (cc->sheaf_cap)
+			cc->magic = uslub_lookup.magic[cls];
+	}
 }
 void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half);
 /* The thread's slab layer (alloc.c's ___slab_alloc): one object, the rest of a freelist

@@ -178,10 +178,11 @@ static void partial_bound_and_discard(void)
 		bool gone = s->kind != PAGE_SLAB || s->head != s;
 		for (size_t k = 0; k < (1UL << cache->order); k++) {
 			if (gone) {
-				CHECKF(e[k].cpu_end == 0, "page %zu of a discarded slab: test %u",
-				       k, e[k].cpu_end);
+				CHECKF(e[k].cpu_off == 0 && e[k].objects == 0,
+				       "page %zu of a discarded slab: test %u, objects %u", k,
+				       e[k].cpu_off, e[k].objects);
 			} else {
-				live_ok += e[k].cpu_end == cpu_end_of(cache->cls) &&
+				live_ok += e[k].cpu_off == CPU_OFF(cache->cls) &&
 					   e[k].start == (uint32_t)(uintptr_t)page_address(s) &&
 					   e[k].objects == s->objects;
 				live++;
