@@ -372,6 +372,14 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
 		p = link_get(p);
 	}
 	cc->freelist = p;
+	/* malloc pops from the top: reversed, the objects go out in the freelist's order,
+	 * which in a fresh slab is address order, so objects allocated one after another
+	 * lie one after another, as a program that walks them in that order wants. */
+	for (unsigned i = 0, j = n; i + 1 < j; i++, j--) {
+		void *x = cc->sheaf[i];
+		cc->sheaf[i] = cc->sheaf[j - 1];
+		cc->sheaf[j - 1] = x;
+	}
 	sheaf_set_count(cc, n);
 	if (n)
 		uslub_stat(cc, SHEAF_REFILL);
