@@ -148,12 +148,6 @@ static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsig
  * compare-and-swap. The array is consumed. */
 static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n)
 {
-	/* The descriptors first, all at once: in a large heap each is a cache miss (free's
-	 * fast path reads the page's test, not its descriptor), and misses issued together
-	 * overlap where misses met one after another in the loop below do not. */
-	for (unsigned i = 0; i < n; i++)
-		if (objects[i])
-			__builtin_prefetch(page_desc_of(objects[i]));
 	for (unsigned i = n; i--;) {
 		void *head = objects[i];
 		if (!head)
