@@ -386,10 +386,11 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
 	return object;
 }
 
-/* free found the thread's sheaf of p's cache full, or the cache has none (sheaves off, a
- * thread without state). p is an object's start in slab s and not marked free (the fast
- * path checked both). A full sheaf goes to the barn whole, or when the barn is full back
- * to its slabs; p then starts the empty sheaf. */
+/* free found the thread's sheaf of p's cache full, or not open yet (its first free of
+ * the class, a thread without state: free_slow sends those here). p is an object's start
+ * in a slab and not marked free (the fast path or free_slow checked both). A full sheaf
+ * goes to the barn whole, or when the barn is full back to its slabs; p then starts the
+ * empty sheaf. */
 void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 {
 	struct uslub_thread *t = uslub_tls_thread;
