@@ -242,13 +242,18 @@ static unsigned take_shared(struct uslub_cache *c, struct cache_node *n, struct 
 		}
 		if (!k)
 			break;
+		/* A take that empties the list makes the slab full: off the list first. The
+		 * next free sees the empty list and freezes the slab onto its thread's
+		 * partial list without list_lock, through the link that shares the list's
+		 * room, so the slab must not be on the node's list by then. */
+		if (!p)
+			remove_partial(n, s);
 		uint64_t new = w_make(encode(p, base), w_inuse(old) + k, 0);
 		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new, memory_order_acquire,
-							  memory_order_acquire)) {
-			if (!p)
-				remove_partial(n, s); /* full now */
+							  memory_order_acquire))
 			return k;
-		}
+		if (!p)
+			add_partial(n, s, false); /* back where it was: the list's first */
 	}
 	remove_partial(n, s); /* nothing free on it: not a partial slab */
 	return 0;

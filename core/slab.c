@@ -264,7 +264,11 @@
  *    is FULL - on no list, and frozen by the next free for the freeing thread (free.c),
  *    which must never happen to a slab on a partial list. So deactivate_slab carves a
  *    step when it would let go of a slab with nothing listed, and take_shared carves one
- *    before a take would empty the list; check.c reports a slab that breaks the rule.
+ *    before a take would empty the list. A take that empties the list of a slab with
+ *    nothing left to carve takes the slab off the partial list before the
+ *    compare-and-swap that shows it empty, never after: in between, a free could freeze
+ *    it and link it through the room the list shares (thread_churn crashed so, about
+ *    one run in ten on a busy machine). check.c reports a slab that breaks the rule.
  *
  *    Order. With USLUB_HARDEN on, each step is threaded in an order drawn afresh (start
  *    and stride, section 7's thread_freelist): within a step which object follows which
