@@ -253,7 +253,9 @@ static unsigned take_shared(struct uslub_cache *c, struct cache_node *n, struct 
 		if (!p)
 			remove_partial(n, s);
 		uint64_t new = w_make(encode(p, base), w_inuse(old) + k, 0);
-		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new, memory_order_acquire,
+		/* acq_rel: the release orders the list's unlinking before the word that lets
+		 * a free freeze the slab and write the link (the same instruction on x86). */
+		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new, memory_order_acq_rel,
 							  memory_order_acquire))
 			return k;
 		if (!p)

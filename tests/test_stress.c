@@ -13,13 +13,23 @@
  * NULL fails the test (exit 1). At the end, with every object freed and every thread
  * gone, uslub's in_use must be back where it started.
  *
+ * Then newcomers: NEWCOMER_ROUNDS rounds of NEWCOMER_BATCH short-lived threads, each
+ * making its first allocations of three caches - which come from slabs the node shares,
+ * a few objects at a time - freeing half itself and handing half to a freeing thread that
+ * runs meanwhile. A take that empties a shared slab's list and a free into that slab then
+ * meet: before take_shared took the slab off the partial list first, the free could
+ * freeze it in between and link it through the room the list uses (a segfault in about
+ * one run in ten of the bench's thread_churn, a race report under ThreadSanitizer).
+ *
  * Built linked (-DUSLUB_PREFIXED, uslub_malloc) and plain (run under LD_PRELOAD). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "test_util.h"
 
@@ -220,6 +230,133 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* ---- newcomers ------------------------------------------------------------------- */
+
+enum {
+	NEWCOMER_ROUNDS = 400,
+	NEWCOMER_BATCH = 8,
+	NEWCOMER_EACH = 7, /* per cache: the shared refills hand out 1, 2, then 4 */
+	HANDOFF_CAP = 4096,
+};
+static const size_t newcomer_sizes[] = {48, 200, 1000};
+#define NEWCOMER_SIZES (sizeof(newcomer_sizes) / sizeof(newcomer_sizes[0]))
+
+static struct {
+	pthread_mutex_t lock;
+	struct obj items[HANDOFF_CAP];
+	unsigned head, count;
+	bool done;
+	uint64_t handed, freed;
+} handoff = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void fill_keyed(struct obj *o)
+{
+	for (size_t i = 0; i < o->size; i++)
+		o->p[i] = (unsigned char)(o->key >> (8 * (i % 8)));
+}
+
+static bool keyed_intact(const struct obj *o)
+{
+	for (size_t i = 0; i < o->size; i++)
+		if (o->p[i] != (unsigned char)(o->key >> (8 * (i % 8))))
+			return false;
+	return true;
+}
+
+static void *newcomer_main(void *arg)
+{
+	uint64_t id = (uint64_t)(uintptr_t)arg;
+	struct obj mine[NEWCOMER_SIZES * NEWCOMER_EACH];
+	unsigned n = 0;
+	for (unsigned c = 0; c < NEWCOMER_SIZES; c++)
+		for (unsigned i = 0; i < NEWCOMER_EACH; i++, n++) {
+			mine[n].size = newcomer_sizes[c];
+			mine[n].p = MALLOC(mine[n].size);
+			mine[n].key = tu_mix(id * 64 + n) | 1;
+			if (mine[n].p == NULL) {
+				atomic_fetch_add(&errors, 1);
+				mine[n].size = 0;
+				continue;
+			}
+			fill_keyed(&mine[n]);
+		}
+	for (unsigned i = 0; i < n; i++) {
+		if (!mine[i].p)
+			continue;
+		bool handed = false;
+		if (i % 2 == 0) {
+			pthread_mutex_lock(&handoff.lock);
+			if (handoff.count < HANDOFF_CAP) {
+				handoff.items[(handoff.head + handoff.count++) % HANDOFF_CAP] =
+				    mine[i];
+				handoff.handed++;
+				handed = true;
+			}
+			pthread_mutex_unlock(&handoff.lock);
+		}
+		if (!handed) {
+			if (!keyed_intact(&mine[i]))
+				atomic_fetch_add(&errors, 1);
+			FREE(mine[i].p);
+		}
+	}
+	return NULL;
+}
+
+static void *freer_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&handoff.lock);
+		if (handoff.count == 0) {
+			bool done = handoff.done;
+			pthread_mutex_unlock(&handoff.lock);
+			if (done)
+				return NULL;
+			sched_yield();
+			continue;
+		}
+		struct obj o = handoff.items[handoff.head];
+		handoff.head = (handoff.head + 1) % HANDOFF_CAP;
+		handoff.count--;
+		handoff.freed++;
+		pthread_mutex_unlock(&handoff.lock);
+		if (!keyed_intact(&o))
+			atomic_fetch_add(&errors, 1);
+		FREE(o.p);
+	}
+}
+
+static void newcomers(void)
+{
+	double t0 = tu_now();
+	pthread_t freer;
+	int rc = pthread_create(&freer, NULL, freer_main, NULL);
+	CHECKF(rc == 0, "pthread_create: %s", strerror(rc));
+	if (rc != 0)
+		return;
+	uint64_t started = 0;
+	for (unsigned r = 0; r < NEWCOMER_ROUNDS; r++) {
+		pthread_t t[NEWCOMER_BATCH];
+		unsigned n = 0;
+		for (; n < NEWCOMER_BATCH; n++)
+			if (pthread_create(&t[n], NULL, newcomer_main,
+					   (void *)(uintptr_t)started++) != 0)
+				break;
+		for (unsigned i = 0; i < n; i++)
+			pthread_join(t[i], NULL);
+	}
+	pthread_mutex_lock(&handoff.lock);
+	handoff.done = true;
+	pthread_mutex_unlock(&handoff.lock);
+	pthread_join(freer, NULL);
+	printf("  newcomers: %.2f s, %" PRIu64 " threads, %" PRIu64
+	       " objects freed by the freeing thread\n",
+	       tu_now() - t0, started, handoff.freed);
+	CHECKF(handoff.handed == handoff.freed && handoff.freed > 0,
+	       "%" PRIu64 " objects handed over, %" PRIu64 " freed", handoff.handed, handoff.freed);
+}
+
 int main(int argc, char **argv)
 {
 	tu_clean_env(argv);
@@ -271,6 +408,8 @@ int main(int argc, char **argv)
 	       " reallocs, %" PRIu64 " frees, %" PRIu64 " sent to another thread (%" PRIu64
 	       " received), %" PRIu64 " freed by the sender on a full inbox\n",
 	       elapsed, allocs, bytes >> 20, large, reallocs, frees, sent, received, full);
+
+	newcomers();
 
 	unsigned long errs = atomic_load(&errors);
 	CHECKF(errs == 0, "%lu pattern/alignment/NULL errors (first %d printed above)", errs,
