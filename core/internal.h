@@ -372,10 +372,22 @@ struct uslub_cache {
 	_Atomic uint64_t nr_slabs_by_order[USLUB_MAX_ORDER + 1];
 	_Atomic uint64_t total_objects;
 	uint64_t stat[USLUB_NR_STATS]; /* folded from exited threads, under stat_lock */
-	struct cache_node node[MAX_NODES];
 };
 
 extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
+
+/* The caches' per-node parts, a row per node, set up for the nodes in use only: a
+ * process on one node touches one row (3 KiB), not a row's worth in every cache
+ * (MAX_NODES rows of 64-byte entries spread over 54 KiB, all written at start-up when
+ * they sat inside struct uslub_cache). */
+extern struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CLASSES];
+static inline struct cache_node *cache_node_of(const struct uslub_cache *c, unsigned nid)
+{
+	return &uslub_cache_nodes[nid][c->cls];
+}
+/* Rows [from, to): at start-up for the nodes known then, and by NUMA discovery for the
+ * rest before it publishes their count. */
+void uslub_cache_nodes_init(unsigned from, unsigned to);
 
 /* The class byte of a descriptor that is not a slab's (large blocks, thread states). */
 #define CLS_NONE 0xff

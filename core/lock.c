@@ -10,8 +10,8 @@ void uslub_lock_all(void)
 	pthread_mutex_lock(&uslub_registry_lock);
 	pthread_mutex_lock(&uslub_stat_lock);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned n = 0; n < MAX_NODES; n++)
-			pthread_mutex_lock(&uslub_caches[i].node[n].list_lock);
+		for (unsigned n = 0; n < uslub_nr_nodes; n++)
+			pthread_mutex_lock(&cache_node_of(&uslub_caches[i], n)->list_lock);
 	uslub_barns_lock_all();
 	uslub_pages_lock_all();
 	uslub_huge_lock();
@@ -23,8 +23,8 @@ void uslub_unlock_all(void)
 	uslub_pages_unlock_all();
 	uslub_barns_unlock_all();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned n = 0; n < MAX_NODES; n++)
-			pthread_mutex_unlock(&uslub_caches[i].node[n].list_lock);
+		for (unsigned n = 0; n < uslub_nr_nodes; n++)
+			pthread_mutex_unlock(&cache_node_of(&uslub_caches[i], n)->list_lock);
 	pthread_mutex_unlock(&uslub_stat_lock);
 	pthread_mutex_unlock(&uslub_registry_lock);
 	pthread_mutex_unlock(&uslub_orphan_lock);
@@ -37,8 +37,8 @@ void uslub_locks_reinit(void)
 	uslub_pages_reinit_locks();
 	uslub_barns_reinit_locks();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned n = 0; n < MAX_NODES; n++)
-			pthread_mutex_init(&uslub_caches[i].node[n].list_lock, NULL);
+		for (unsigned n = 0; n < uslub_nr_nodes; n++)
+			pthread_mutex_init(&cache_node_of(&uslub_caches[i], n)->list_lock, NULL);
 	pthread_mutex_init(&uslub_stat_lock, NULL);
 	pthread_mutex_init(&uslub_registry_lock, NULL);
 	pthread_mutex_init(&uslub_orphan_lock, NULL);

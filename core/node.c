@@ -169,6 +169,7 @@ void uslub_node_discover(void)
 	 * before uslub_nr_nodes lets other threads search more than one node. */
 	uslub_topo.nr_nodes = n;
 	build_order();
+	uslub_cache_nodes_init(uslub_nr_nodes, n);
 	__atomic_store_n(&uslub_nr_nodes, n, __ATOMIC_RELEASE);
 	/* Regions made before now (for libnuma's own start-up mallocs) are node 0's and were
 	 * made unbound: bind them as region_new binds every later one. */

@@ -62,7 +62,7 @@ static struct barn *barns_of(unsigned node)
 	unsigned order = 0;
 	while ((USLUB_PAGE_SIZE << order) < bytes)
 		order++;
-	pthread_mutex_t *guard = &uslub_caches[0].node[node].list_lock;
+	pthread_mutex_t *guard = &cache_node_of(&uslub_caches[0], node)->list_lock;
 	pthread_mutex_lock(guard);
 	b = uslub_barns[node];
 	if (!b) {
@@ -272,7 +272,7 @@ static unsigned take_shared(struct uslub_cache *c, struct cache_node *n, struct 
 static void *refill_shared(struct uslub_thread *t, struct uslub_cache *c, struct cache_cpu *cc,
 			   unsigned want)
 {
-	struct cache_node *n = &c->node[t->node];
+	struct cache_node *n = cache_node_of(c, t->node);
 	unsigned k = 0;
 	if (__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&n->list_lock);

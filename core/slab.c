@@ -305,6 +305,7 @@
 #include <string.h>
 
 struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
+struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CLASSES];
 struct uslub_keys uslub_keys;
 uint16_t uslub_cpu_of[USLUB_MAX_SMALL / 16 + 1];
 
@@ -376,11 +377,19 @@ void uslub_caches_init(void)
 		c->sheaf_capacity = c->debug			 ? 0
 				    : cap < uslub_config.sheaves ? cap
 								 : uslub_config.sheaves;
-		for (unsigned n = 0; n < MAX_NODES; n++) {
-			pthread_mutex_init(&c->node[n].list_lock, NULL);
-			CDS_INIT_LIST_HEAD(&c->node[n].partial);
-		}
 	}
+	uslub_cache_nodes_init(0, uslub_nr_nodes);
+}
+
+void uslub_cache_nodes_init(unsigned from, unsigned to)
+{
+	for (unsigned n = from; n < to; n++)
+		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+			struct cache_node *cn = cache_node_of(&uslub_caches[i], n);
+			pthread_mutex_init(&cn->list_lock, NULL);
+			CDS_INIT_LIST_HEAD(&cn->partial);
+			cn->nr_partial = 0;
+		}
 }
 
 /* ---- slabs ------------------------------------------------------------------------ */
@@ -798,7 +807,8 @@ static struct page_desc *get_any_partial(struct uslub_cache *c, struct uslub_thr
 			__atomic_fetch_add(&me->any_partial_again, 1, __ATOMIC_RELAXED);
 		seen |= 1u << node;
 		uint64_t found = 0;
-		struct page_desc *s = get_partial_node(c, &c->node[node], t, cc, fl, &found);
+		struct page_desc *s =
+		    get_partial_node(c, cache_node_of(c, node), t, cc, fl, &found);
 		if (s) {
 			if (node != local) {
 				__atomic_fetch_add(&me->remote_slabs, 1, __ATOMIC_RELAXED);
@@ -814,7 +824,7 @@ struct page_desc *uslub_get_partial(struct uslub_cache *c, struct uslub_thread *
 				    struct cache_cpu *cc, void **fl)
 {
 	uint64_t found = 0;
-	struct page_desc *s = get_partial_node(c, &c->node[t->node], t, cc, fl, &found);
+	struct page_desc *s = get_partial_node(c, cache_node_of(c, t->node), t, cc, fl, &found);
 	if (s) {
 		__atomic_fetch_add(&uslub_nodes[t->node].local_partial_hits, 1, __ATOMIC_RELAXED);
 		return s;

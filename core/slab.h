@@ -174,7 +174,7 @@ static inline unsigned slab_nid(struct page_desc *s)
 /* A slab belongs to the node of its region, whichever thread frees into it. */
 static inline struct cache_node *node_of_slab(struct uslub_cache *c, struct page_desc *s)
 {
-	return &c->node[slab_nid(s)];
+	return cache_node_of(c, slab_nid(s));
 }
 
 /* Counters of threads without state of their own go straight to the cache, atomically:

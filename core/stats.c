@@ -210,7 +210,7 @@ static void take_snap(struct snap *s, bool with_smaps)
 			f->memory += f->by_order[o] << (USLUB_PAGE_SHIFT + o);
 		}
 		for (unsigned n = 0; n < nn; n++)
-			f->partial[n] = load(&c->node[n].nr_partial);
+			f->partial[n] = load(&cache_node_of(c, n)->nr_partial);
 		f->handed_out = f->active * c->size;
 		uint64_t samples = f->stat[USLUB_STAT_SAMPLE_REQUESTS];
 		if (samples) {

@@ -220,7 +220,7 @@ static void check_unlocked(const char *when)
 	locks[n++] = &uslub_stat_lock;
 	for (unsigned c = 0; c < USLUB_NR_CLASSES; c++)
 		for (unsigned nid = 0; nid < uslub_nr_nodes; nid++)
-			locks[n++] = &uslub_caches[c].node[nid].list_lock;
+			locks[n++] = &cache_node_of(&uslub_caches[c], nid)->list_lock;
 	for (unsigned nid = 0; nid < uslub_nr_nodes; nid++)
 		locks[n++] = &uslub_nodes[nid].lock;
 	unsigned held = 0;

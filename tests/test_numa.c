@@ -111,7 +111,7 @@ static void fake4(void)
 	struct uslub_cache *c = cache_of(128);
 	uint64_t before[4];
 	for (unsigned n = 0; n < 4; n++)
-		before[n] = c->node[n].nr_partial;
+		before[n] = cache_node_of(c, n)->nr_partial;
 	enum { N = 32 * 20 };
 	void **objs = calloc(N, sizeof(void *));
 	struct job alloc0 = {0, 128, objs, N, -1, NULL};
@@ -131,9 +131,10 @@ static void fake4(void)
 	}
 	free1.n = w;
 	run_on(&free1);
-	CHECKF(c->node[0].nr_partial > before[0], "slabs went back to node 0's list: %lu -> %lu",
-	       (unsigned long)before[0], (unsigned long)c->node[0].nr_partial);
-	CHECKF(c->node[1].nr_partial == before[1], "none on the freeing node's list");
+	CHECKF(cache_node_of(c, 0)->nr_partial > before[0],
+	       "slabs went back to node 0's list: %lu -> %lu", (unsigned long)before[0],
+	       (unsigned long)cache_node_of(c, 0)->nr_partial);
+	CHECKF(cache_node_of(c, 1)->nr_partial == before[1], "none on the freeing node's list");
 	uslub_free(objs[0]);
 	for (int i = 0; i < nk; i++)
 		uslub_free(keep[i]);
@@ -145,7 +146,7 @@ static void fake4(void)
 	struct uslub_cache *c96 = cache_of(size);
 	void **on1 = partials_on(1, size, 42 * 8);
 	void **on2 = partials_on(2, size, 42 * 8);
-	CHECKF(c96->node[0].nr_partial == 0, "node 0 has no partial kmalloc-96");
+	CHECKF(cache_node_of(c96, 0)->nr_partial == 0, "node 0 has no partial kmalloc-96");
 	struct uslub_node *n0 = &uslub_nodes[0];
 	uint64_t calls = n0->any_partial_calls, tried = n0->any_partial_tried;
 	uint64_t remote = n0->remote_slabs;
@@ -161,7 +162,8 @@ static void fake4(void)
 	uslub_free(one[0]);
 	size_t size2 = 112;
 	void **only2 = partials_on(2, size2, 36 * 8);
-	CHECKF(cache_of(size2)->node[1].nr_partial == 0 && cache_of(size2)->node[3].nr_partial == 0,
+	CHECKF(cache_node_of(cache_of(size2), 1)->nr_partial == 0 &&
+		   cache_node_of(cache_of(size2), 3)->nr_partial == 0,
 	       "nodes 1 and 3 have no partial kmalloc-112");
 	calls = n0->any_partial_calls, tried = n0->any_partial_tried;
 	one[0] = NULL;

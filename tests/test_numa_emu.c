@@ -215,9 +215,9 @@ static void search_order(void)
 #ifdef USLUB_PREFIXED
 		struct uslub_cache *c = &uslub_caches[uslub_size_to_class(search_sizes[k])];
 		for (unsigned x = 0; x < ex->nodes; x++)
-			CHECKF((c->node[x].nr_partial > 0) == (x == far),
+			CHECKF((cache_node_of(c, x)->nr_partial > 0) == (x == far),
 			       "%s: node %u has %lu partial slabs", c->name, x,
-			       (unsigned long)c->node[x].nr_partial);
+			       (unsigned long)cache_node_of(c, x)->nr_partial);
 		struct counters before = counters_of(k);
 #endif
 		struct job t = {.size = search_sizes[k]};

@@ -157,7 +157,7 @@ static void partial_bound_and_discard(void)
 	for (int i = 0; i < SLABS; i++)
 		on_node += (slabs[i]->flags & PF_ON_PARTIAL) && !frozen(slabs[i]);
 	CHECKF(on_node > 0, "drained slabs sit on the node partial list");
-	CHECKF(cache->node[0].nr_partial >= on_node, "node count covers them");
+	CHECKF(cache_node_of(cache, 0)->nr_partial >= on_node, "node count covers them");
 
 	/* Empty them from another thread: unfrozen slabs go back to the page allocator
 	 * once the node keeps min_partial. */
@@ -193,8 +193,8 @@ static void partial_bound_and_discard(void)
 	CHECKF(discarded > 0, "some of the slabs were discarded (%u)", discarded);
 	CHECKF(live_ok == live, "every page of a live slab carries free's test (%u of %u)", live_ok,
 	       live);
-	CHECKF(cache->node[0].nr_partial >= cache->min_partial ||
-		   cache->node[0].nr_partial <= (uint64_t)SLABS,
+	CHECKF(cache_node_of(cache, 0)->nr_partial >= cache->min_partial ||
+		   cache_node_of(cache, 0)->nr_partial <= (uint64_t)SLABS,
 	       "node keeps its partials");
 }
 
