@@ -335,7 +335,6 @@ long uslub_pages_decay_wait_ms(void);
 void uslub_pages_bind_regions(void);
 void uslub_pages_lock_all(void);
 void uslub_pages_unlock_all(void);
-void uslub_pages_reinit_locks(void);
 /* Walk the buddy lists and check every invariant; 0 when consistent. For tests. */
 int uslub_pages_check(unsigned node);
 
@@ -695,7 +694,6 @@ __attribute__((noreturn)) void uslub_report_no_block(const char *func, const voi
 void *uslub_huge_realloc(void *p, size_t size);
 void uslub_huge_lock(void);
 void uslub_huge_unlock(void);
-void uslub_huge_reinit_lock(void);
 extern _Atomic uint64_t uslub_large_bytes;
 extern _Atomic uint64_t uslub_huge_bytes;
 extern _Atomic uint64_t uslub_huge_cached_bytes; /* freed, kept mapped for reuse */
@@ -709,7 +707,6 @@ void uslub_init_slow(void); /* startup.c */
 /* Every lock, in the essay's order (lock.c): fork and the heap walker. */
 void uslub_lock_all(void);
 void uslub_unlock_all(void);
-void uslub_locks_reinit(void);
 /* thread.c's part of start-up and fork. */
 void uslub_threads_init(void);
 void uslub_threads_before_fork(void);

@@ -700,8 +700,3 @@ void uslub_huge_unlock(void)
 {
 	pthread_mutex_unlock(&huge_lock);
 }
-
-void uslub_huge_reinit_lock(void)
-{
-	pthread_mutex_init(&huge_lock, NULL);
-}

@@ -29,17 +29,3 @@ void uslub_unlock_all(void)
 	pthread_mutex_unlock(&uslub_registry_lock);
 	pthread_mutex_unlock(&uslub_orphan_lock);
 }
-
-/* In a forked child: the locks as new (the parent's holders do not exist there). */
-void uslub_locks_reinit(void)
-{
-	uslub_huge_reinit_lock();
-	uslub_pages_reinit_locks();
-	uslub_barns_reinit_locks();
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		for (unsigned n = 0; n < uslub_nr_nodes; n++)
-			pthread_mutex_init(&cache_node_of(&uslub_caches[i], n)->list_lock, NULL);
-	pthread_mutex_init(&uslub_stat_lock, NULL);
-	pthread_mutex_init(&uslub_registry_lock, NULL);
-	pthread_mutex_init(&uslub_orphan_lock, NULL);
-}

@@ -1233,12 +1233,6 @@ void uslub_pages_unlock_all(void)
 	}
 }
 
-void uslub_pages_reinit_locks(void)
-{
-	for (unsigned i = 0; i < NR_ZONES; i++)
-		pthread_mutex_init(&uslub_nodes[i].lock, NULL);
-}
-
 void uslub_pages_init(void)
 {
 	for (unsigned i = 0; i < NR_ZONES; i++) {

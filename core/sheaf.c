@@ -660,12 +660,3 @@ void uslub_barns_unlock_all(void)
 			barn_unlock(&b[i]);
 	}
 }
-
-void uslub_barns_reinit_locks(void)
-{
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = uslub_barns[node];
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			atomic_store_explicit(&b[i].lock, 0, memory_order_relaxed);
-	}
-}

@@ -264,6 +264,5 @@ void uslub_barns_flush(void);
 void uslub_barns_decay(void);
 void uslub_barns_lock_all(void);
 void uslub_barns_unlock_all(void);
-void uslub_barns_reinit_locks(void);
 
 #endif

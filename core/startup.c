@@ -96,7 +96,10 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	uslub_threads_after_fork_child();
-	uslub_locks_reinit();
+	/* Every lock was taken by this thread in fork_prepare, and the child's only thread is
+	 * its copy: it lets them go as the parent does (re-initialising them instead left
+	 * ThreadSanitizer counting them held by the child, a double lock at its next take). */
+	uslub_unlock_all();
 	uslub_replenish_after_fork_child();
 	/* Unlocks what urcu_bp_before_fork took, and drops the other threads' readers. */
 	urcu_bp_after_fork_child();
