@@ -338,7 +338,6 @@ struct walk {
 
 static void walk_start(struct walk *w, struct cache_cpu *cc, struct uslub_cache *c)
 {
-	(void)c;
 	w->p[0] = cc->freelist;
 	w->bits[0] = cc->slab ? slab_bits(cc->slab) : 0;
 	w->slab[0] = cc->slab;

@@ -351,7 +351,8 @@ static void thread_teardown(struct uslub_thread *t)
 	bool in = uslub_slow_enter(t);
 	uslub_thread_flush(t);
 	uslub_large_cache_drain(t);
-	t->state = THREAD_DEAD;
+	/* Atomic: the idle drain peeks at it under the registry lock, not this one. */
+	__atomic_store_n(&t->state, THREAD_DEAD, __ATOMIC_RELAXED);
 	uslub_slow_exit(t, in);
 	uslub_stats_fold(t);
 	registry_del(t);
@@ -549,10 +550,16 @@ unsigned uslub_threads_drain_idle(void)
 	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
 		/* tid 0: a state being torn down, or a forked child's copy of a parent's
 		 * thread, whose slabs stay as they are (see above). */
-		if (t == me || t->state != THREAD_LIVE || !t->tid)
+		if (t == me || __atomic_load_n(&t->state, __ATOMIC_RELAXED) != THREAD_LIVE ||
+		    !t->tid)
 			continue;
 		if (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire)) {
 			busy++;
+			continue;
+		}
+		/* Under the lock again: a teardown may have finished since the peek. */
+		if (t->state != THREAD_LIVE) {
+			atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
 			continue;
 		}
 		if (atomic_exchange_explicit(&t->active, false, memory_order_relaxed)) {
