@@ -39,7 +39,7 @@ static void publish(uint64_t n)
 		len = sizeof(msg) - 1;
 	}
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	uslub_os_clock(CLOCK_REALTIME, &ts);
 	page->len = len;
 	page->updates = n + 1;
 	page->time_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Region memory is readable and writable but backed lazily (MAP_NORESERVE): nothing is
  * resident until touched.
@@ -96,6 +97,13 @@ unsigned uslub_os_ncpus(void);
 long uslub_os_read_file(const char *path, char *buf, size_t cap);
 /* Resident bytes of the process (from /proc/self/statm), 0 if unknown. */
 uint64_t uslub_os_rss(void);
+/* clock_gettime through the vDSO, found once in its symbol table (the system call if it
+ * has none): libc's wrapper would map 64 KiB more of libc's text into every process. */
+void uslub_os_clock(clockid_t id, struct timespec *ts);
+/* Whether uslub_os_clock found the vDSO's call (for the tests). */
+bool uslub_os_clock_is_vdso(void);
+/* sched_yield as the system call, for the same reason. */
+void uslub_os_yield(void);
 /* Milliseconds of CLOCK_MONOTONIC_COARSE: a vDSO read, no system call - the clock of the
  * decay, the barns' decay and the huge-mapping cache's expiry. */
 uint64_t uslub_os_now_ms(void);

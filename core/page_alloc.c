@@ -1212,7 +1212,7 @@ static void lock_quiet(struct uslub_node *n)
 	pthread_mutex_lock(&n->lock);
 	while (n->handing_back) {
 		pthread_mutex_unlock(&n->lock);
-		sched_yield();
+		uslub_os_yield();
 		pthread_mutex_lock(&n->lock);
 	}
 }

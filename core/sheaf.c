@@ -23,7 +23,7 @@ static inline void barn_lock(struct barn *b)
 			if (++spins < 64) {
 				cpu_relax();
 			} else {
-				sched_yield();
+				uslub_os_yield();
 				spins = 0;
 			}
 	}

@@ -127,7 +127,7 @@ static void read_counters(struct snap *s)
 	for (unsigned tries = 0;; tries++) {
 		unsigned long seq = atomic_load_explicit(&uslub_fold_seq, memory_order_acquire);
 		if ((seq & 1) && tries < 1000) {
-			sched_yield();
+			uslub_os_yield();
 			continue;
 		}
 		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
@@ -484,7 +484,7 @@ static void print_json(struct sink *o, const struct snap *s)
 	unsigned nn = nr_nodes();
 	const struct uslub_config *cf = &uslub_config;
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	uslub_os_clock(CLOCK_REALTIME, &ts);
 	emit(o, "{\"version\": 1, \"pid\": %d, \"time\": %lu.%03lu,\n", (int)getpid(),
 	     (uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec / 1000000);
 	emit(o,

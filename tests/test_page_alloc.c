@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint64_t snapshot[USLUB_MAX_ORDER + 1];
 
@@ -230,6 +231,29 @@ static void os_failure(void)
 	CHECKF(uslub_pages_check(0) == 0, "at the end");
 }
 
+/* The decay's clock (uslub_os_now_ms) is the vDSO's, found without libc's wrapper: it
+ * must be found on Linux, agree with clock_gettime and move with it. */
+static void clock_from_vdso(void)
+{
+	CHECKF(uslub_os_clock_is_vdso(), "the vDSO's clock_gettime is found");
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &a);
+	uint64_t ours = uslub_os_now_ms();
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &b);
+	uint64_t lo = (uint64_t)a.tv_sec * 1000 + (uint64_t)a.tv_nsec / 1000000;
+	uint64_t hi = (uint64_t)b.tv_sec * 1000 + (uint64_t)b.tv_nsec / 1000000;
+	CHECKF(ours >= lo && ours <= hi, "now_ms %lu within [%lu, %lu]", (unsigned long)ours,
+	       (unsigned long)lo, (unsigned long)hi);
+	struct timespec nap = {0, 50 * 1000000L};
+	nanosleep(&nap, NULL);
+	uint64_t later = uslub_os_now_ms();
+	CHECKF(later >= ours + 40 && later <= ours + 5000, "50 ms later: +%lu ms",
+	       (unsigned long)(later - ours));
+	clock_gettime(CLOCK_REALTIME, &a);
+	uslub_os_clock(CLOCK_REALTIME, &b);
+	CHECKF(b.tv_sec >= a.tv_sec && b.tv_sec <= a.tv_sec + 1, "CLOCK_REALTIME agrees");
+}
+
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up */
@@ -240,5 +264,6 @@ int main(void)
 	large_runs();
 	release_to_os();
 	os_failure();
+	clock_from_vdso();
 	return tu_summary("test_page_alloc");
 }
