@@ -504,7 +504,12 @@ bool uslub_barns_held(void);
  * (two threads, 1 B - 8 MiB) a peak of 691 MiB against 557-566 with one (glibc 545-569),
  * and realloc_mix 411 MiB against 369, with wall time level within its spread
  * (tools/bench/ab.sh, 5-6 rounds, realloc_mix and stress) and 2.5% more instructions
- * in realloc_mix (callgrind). */
+ * in realloc_mix (callgrind). The same holds across sizes: one of each of sizes 3..8
+ * pages is 132 KiB pinned per thread, so all the cached blocks together hold at most
+ * LCACHE_PAGES pages, one block of the largest size cached (peak RSS, 3 runs' median:
+ * glibc_thread2 3380 -> 3128 KiB, realloc_mix 369 -> 353 MiB; none at all: 2968 KiB and
+ * 344 MiB, but stress and glibc_thread2 6-8% slower by ab.sh's medians, 5 rounds; the
+ * bound kept both level, 7 rounds). */
 #define LCACHE_PAGES 16
 #define LCACHE_DEPTH 1
 
@@ -554,6 +559,7 @@ struct uslub_thread {
 	/* Freed large blocks of up to LCACHE_PAGES pages, by size, kept for reuse without the
 	 * node lock or fresh page faults (the role of tcache for glibc's small chunks). */
 	uint8_t lcache_count[LCACHE_PAGES + 1];
+	uint32_t lcache_pages; /* their pages together, at most LCACHE_PAGES */
 	struct page_desc *lcache[LCACHE_PAGES + 1][LCACHE_DEPTH];
 	int state; /* THREAD_* */
 	/* Everything below the sheaves - the thread's slabs, freelists, page cache and

@@ -95,8 +95,10 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	struct page_desc *d = NULL;
 	if (npages <= LCACHE_PAGES && align_order == 0 && t->state == THREAD_LIVE) {
 		bool in = uslub_slow_enter(t);
-		if (t->lcache_count[npages])
+		if (t->lcache_count[npages]) {
 			d = t->lcache[npages][--t->lcache_count[npages]];
+			t->lcache_pages -= npages;
+		}
 		uslub_slow_exit(t, in);
 	}
 	if (d) {
@@ -157,7 +159,9 @@ void uslub_large_free(struct page_desc *d, void *p)
 	struct uslub_thread *t = uslub_tls_thread;
 	if (npages <= LCACHE_PAGES && t->state == THREAD_LIVE) {
 		bool in = uslub_slow_enter(t), cached = false;
-		if (t->lcache_count[npages] < LCACHE_DEPTH) {
+		if (t->lcache_count[npages] < LCACHE_DEPTH &&
+		    t->lcache_pages + npages <= LCACHE_PAGES) {
+			t->lcache_pages += npages;
 			d->flags = PF_CACHED;
 			t->lcache[npages][t->lcache_count[npages]++] = d;
 			cached = true;
@@ -175,6 +179,7 @@ void uslub_large_cache_drain(struct uslub_thread *t)
 	for (unsigned n = 1; n <= LCACHE_PAGES; n++) {
 		while (t->lcache_count[n]) {
 			struct page_desc *d = t->lcache[n][--t->lcache_count[n]];
+			t->lcache_pages -= n;
 			d->flags = 0;
 			__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 			uslub_pages_free_range(d, n);

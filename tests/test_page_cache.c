@@ -10,7 +10,10 @@
  *   sized to use: 8, the rest of a 16-page batch), and cost at most RSS_BOUND_KIB resident
  *   each, their stacks included (measured 31 KiB, glibc 15; 35 KiB before sheaves opened at
  *   first use, 133 KiB before a thread's first objects came from shared slabs - the slabs
- *   they touched were most of it; not checked in sanitizer builds, argument "rss"). */
+ *   they touched were most of it; not checked in sanitizer builds, argument "rss").
+ * - The large-block cache beside it holds at most LCACHE_PAGES pages in all, whatever
+ *   mix of sizes is freed (before: one block of each size, 132 KiB for 3..8 pages), and
+ *   a block it holds is the next one of its size. */
 #include "check.h"
 #include "internal.h"
 #include "slab.h"
@@ -126,6 +129,35 @@ static void turnover_without_lock(void)
 	CHECK_EQ(t->pcp_high, PCP_HIGH_MIN);
 }
 
+static void large_cache_bound(void)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	MALLOC_TRIM(0);
+	CHECK_EQ(t->lcache_pages, 0);
+	void *p[LCACHE_PAGES + 1];
+	for (unsigned n = 3; n <= LCACHE_PAGES; n++)
+		p[n] = MALLOC(n * USLUB_PAGE_SIZE - 100);
+	size_t sum = 0;
+	for (unsigned n = 3; n <= LCACHE_PAGES; n++) {
+		FREE(p[n]);
+		sum += n;
+		CHECKF(t->lcache_pages <= LCACHE_PAGES, "after freeing %zu pages: %u cached", sum,
+		       t->lcache_pages);
+	}
+	CHECK(t->lcache_pages > 0);
+	/* The smallest sizes came first and fill it: 3 + 4 + 5 pages. */
+	CHECK_EQ(t->lcache_count[3], 1);
+	CHECK_EQ(t->lcache_count[LCACHE_PAGES], 0);
+	void *again = MALLOC(3 * USLUB_PAGE_SIZE - 100);
+	CHECK(again == p[3]);
+	CHECK_EQ(t->lcache_count[3], 0);
+	FREE(again);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	MALLOC_TRIM(0);
+	CHECK_EQ(t->lcache_pages, 0);
+}
+
 static unsigned parked;
 static int wake;
 static bool check_rss; /* argument "rss": not in sanitizer builds (tests/meson.build) */
@@ -192,6 +224,7 @@ int main(int argc, char **argv)
 	check_rss = argc > 1 && strcmp(argv[1], "rss") == 0;
 	FREE(MALLOC(1)); /* start-up and this thread's state */
 	turnover_without_lock();
+	large_cache_bound();
 	parked_threads();
 	return tu_summary("test_page_cache");
 }
