@@ -46,6 +46,14 @@ __attribute__((noreturn)) void uslub_freelist_corrupt(struct cache_cpu *cc, void
 /* free of an object already free (its mark says so): reported, the program stops. */
 __attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
 
+/* v in a register of the compiler's choice that the compiler cannot see through; on
+ * x86-64, in the register named (rdx "d", rcx "c", ...). */
+#if defined(__x86_64__)
+#define KEEP_IN(reg, v) __asm__("" : "+" reg(v))
+#else
+#define KEEP_IN(reg, v) __asm__("" : "+r"(v))
+#endif
+
 /* malloc: the top of the thread's sheaf of the size's cache. An empty sheaf (also every
  * sheaf of a thread without state, and of a debug cache) sends malloc to the refill. */
 static inline void *uslub_malloc_inline(size_t size)
@@ -53,12 +61,14 @@ static inline void *uslub_malloc_inline(size_t size)
 	if (likely(size <= USLUB_MAX_SMALL)) {
 		struct cache_cpu *cc =
 		    (struct cache_cpu *)((char *)uslub_tls_thread + uslub_cpu_of[(size + 15) >> 4]);
-		__asm__("" : "+r"(cc)); /* as in free, below */
-		size_t n = cc->sheaf_count;
-		if (likely(n)) {
-			/* One decrement, for the index and the count alike (GCC 12 made two). */
-			n--;
-			__asm__("" : "+r"(n));
+		/* As in free, below; and cc, n kept out of the result's register, where GCC 12
+		 * put one and then copied the object over (one instruction more). */
+		KEEP_IN("d", cc);
+		size_t n;
+		/* One decrement, for the index, the count and the test alike: its borrow is
+		 * the empty sheaf (GCC 12 made a test and two decrements of it). */
+		if (likely(!__builtin_sub_overflow((size_t)cc->sheaf_count, 1, &n))) {
+			KEEP_IN("c", n); /* see cc */
 			void *object = cc->sheaf[n];
 			cc->sheaf_count = (uint16_t)n;
 			mark_allocated(object);
