@@ -113,10 +113,11 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		return p;
 	}
 	/* What the zone has first, in one block or in neighbouring pieces; only then may the
-	 * heap grow (or the slab zone lend a block). An aligned block must be one block. */
-	d = align_order ? NULL : uslub_pages_alloc_run(LARGE_ZONE(t->node), npages);
+	 * heap grow (or the other zone lend a block). An aligned block must be one block. */
+	unsigned zone = large_zone_of(t->node, npages);
+	d = align_order ? NULL : uslub_pages_alloc_run(zone, npages);
 	if (!d) {
-		d = uslub_pages_alloc_exact(LARGE_ZONE(t->node), order, npages, align_order != 0);
+		d = uslub_pages_alloc_exact(zone, order, npages, align_order != 0);
 		if (!d) {
 			errno = ENOMEM;
 			return NULL;

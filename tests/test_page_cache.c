@@ -13,7 +13,8 @@
  *   they touched were most of it; not checked in sanitizer builds, argument "rss").
  * - The large-block cache beside it holds at most LCACHE_PAGES pages in all, whatever
  *   mix of sizes is freed (before: one block of each size, 132 KiB for 3..8 pages), and
- *   a block it holds is the next one of its size. */
+ *   a block it holds is the next one of its size. Blocks of up to 64 KiB are made in the
+ *   slab zone, bigger ones in the large zone. */
 #include "check.h"
 #include "internal.h"
 #include "slab.h"
@@ -156,6 +157,19 @@ static void large_cache_bound(void)
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
 	MALLOC_TRIM(0);
 	CHECK_EQ(t->lcache_pages, 0);
+	/* Blocks of up to SMALL_LARGE_PAGES pages are made in the slab zone, bigger ones in
+	 * the large zone, where nothing small cuts into the free memory between them. */
+	_Static_assert(SMALL_LARGE_PAGES * USLUB_PAGE_SIZE > USLUB_MAX_SMALL,
+		       "both are large blocks");
+	/* A 2 MiB block makes the large zone grow (no free slab-zone block is that big to
+	 * borrow), and leaves it free memory for both requests below. */
+	FREE(MALLOC(2UL << 20));
+	void *small = MALLOC(SMALL_LARGE_PAGES * USLUB_PAGE_SIZE);
+	void *big = MALLOC((SMALL_LARGE_PAGES + 1) * USLUB_PAGE_SIZE);
+	CHECK(region_of(small) && region_of(small)->node == &uslub_nodes[t->node]);
+	CHECK(region_of(big) && region_of(big)->node == &uslub_nodes[LARGE_ZONE(t->node)]);
+	FREE(small);
+	FREE(big);
 }
 
 static unsigned parked;
