@@ -2,9 +2,9 @@
 #ifndef USLUB_INTERNAL_H
 #define USLUB_INTERNAL_H
 
-#include "options.h"
+#include "os/options.h"
 #include "size_classes.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

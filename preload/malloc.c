@@ -2,8 +2,8 @@
  * a thin door into core/; the glibc-internal __libc_ names are aliases, so code that
  * calls them (some profilers and language runtimes do) lands here too. C++'s operator new
  * and delete are in new_delete.c. */
-#include "api.h"
-#include "sized.h"
+#include "api/api.h"
+#include "api/sized.h"
 #include "uslub.h"
 
 #include <errno.h>

@@ -11,8 +11,8 @@
  * when an allocation fails. This file is compiled with -fexceptions, so that bad_alloc
  * unwinds through these frames into the program. test_cxx checks that each name resolves
  * here: a misspelt one would leave libstdc++'s in place. */
-#include "api.h"
-#include "sized.h"
+#include "api/api.h"
+#include "api/sized.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

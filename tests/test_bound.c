@@ -21,9 +21,9 @@
 #include <string.h>
 
 #ifdef USLUB_PREFIXED
-#include "check.h"
+#include "debug/check.h"
 #include "internal.h"
-#include "replenish.h"
+#include "replenish/replenish.h"
 #endif
 
 #define THREADS	  2

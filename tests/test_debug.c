@@ -37,9 +37,9 @@
 
 #include "test_util.h"
 
-#include "debug.h"
-#include "slab.h"
-#include "vg.h"
+#include "debug/debug.h"
+#include "slab/slab.h"
+#include "os/vg.h"
 
 extern char **environ;
 

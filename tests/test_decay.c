@@ -20,9 +20,9 @@
 #include <sys/mman.h>
 
 #ifdef USLUB_PREFIXED
-#include "check.h"
+#include "debug/check.h"
 #include "internal.h"
-#include "replenish.h"
+#include "replenish/replenish.h"
 #endif
 
 #define SPIKE_BYTES   ((size_t)256 << 20)

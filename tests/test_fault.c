@@ -1,11 +1,11 @@
-/* Fault injection through the OS door (core/os.c, USLUB_FAULT).
+/* Fault injection through the OS door (core/os/os.c, USLUB_FAULT).
  *
  * Built twice:
  *   fault-linked   -DUSLUB_PREFIXED, linked with the engine. Installs fault plans between
  *                  phases (uslub_os_fault_set) and checks after each: every entry point
  *                  that needed memory from the OS returned NULL with ENOMEM
  *                  (posix_memalign: returned ENOMEM), blocks allocated before are intact,
- *                  no allocator lock is held, the heap walker (core/check.c) finds every
+ *                  no allocator lock is held, the heap walker (core/debug/check.c) finds every
  *                  page in exactly one place with every counter right, and allocation
  *                  works again once the faults stop.
  *   fault-preload  standard names under LD_PRELOAD with USLUB_FAULT=mmap:every:3 in the
@@ -23,9 +23,9 @@
 #include "test_util.h"
 
 #ifdef USLUB_PREFIXED
-#include "check.h"
+#include "debug/check.h"
 #include "internal.h"
-#include "os.h"
+#include "os/os.h"
 #endif
 
 /* ---- the eight entry points ------------------------------------------------------ */

@@ -6,8 +6,8 @@
  * frees; the background replenisher starts, prepares warm blocks when woken, is restarted
  * in a forked child and stops cleanly. */
 #include "internal.h"
-#include "options.h"
-#include "replenish.h"
+#include "os/options.h"
+#include "replenish/replenish.h"
 #include "test_util.h"
 #include "uslub.h"
 

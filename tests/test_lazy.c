@@ -1,4 +1,4 @@
-/* Lazy carving (core/slab.c, section 9): a new slab threads its free list a step at a
+/* Lazy carving (core/slab/slab.c, section 9): a new slab threads its free list a step at a
  * time, so the pages its first allocations do not reach stay untouched.
  *
  * On a cache with order-3 slabs (USLUB_MIN_ORDER=3, kmalloc-2k: 16 objects in 32 KiB):
@@ -9,9 +9,9 @@
  *   - allocating on hands out every object of the slab exactly once (distinct addresses,
  *     none missing), and the live counts match along the way and after everything is
  *     freed again. */
-#include "check.h"
+#include "debug/check.h"
 #include "internal.h"
-#include "slab.h"
+#include "slab/slab.h"
 #include "test_util.h"
 #include "uslub.h"
 

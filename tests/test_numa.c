@@ -5,7 +5,7 @@
  *   off     one node: get_any_partial is never entered;
  *   auto    the real topology is read without error. */
 #include "internal.h"
-#include "node.h"
+#include "page/node.h"
 #include "test_util.h"
 #include "uslub.h"
 

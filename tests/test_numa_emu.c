@@ -28,7 +28,7 @@
 
 #ifdef USLUB_PREFIXED
 #include "internal.h"
-#include "node.h"
+#include "page/node.h"
 #endif
 
 /* Each node's visit order, nearest first, worked out from numa_emu.c's tables: ties keep

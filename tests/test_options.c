@@ -1,6 +1,6 @@
 /* Settings: every variable parsed from an environ-style array, bad values reported in one
  * line naming the variable and the value used, and the program going on with it. */
-#include "options.h"
+#include "os/options.h"
 #include "test_util.h"
 
 #include <string.h>

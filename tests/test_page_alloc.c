@@ -3,7 +3,7 @@
  * counts matching the lists), freeing everything restores the free lists exactly,
  * claiming a range takes just those pages, and released memory reads back as zero. */
 #include "internal.h"
-#include "os.h"
+#include "os/os.h"
 #include "test_util.h"
 #include "uslub.h"
 

@@ -15,9 +15,9 @@
  *   mix of sizes is freed (before: one block of each size, 132 KiB for 3..8 pages), and
  *   a block it holds is the next one of its size. Blocks of up to 64 KiB are made in the
  *   slab zone, bigger ones in the large zone. */
-#include "check.h"
+#include "debug/check.h"
 #include "internal.h"
-#include "slab.h"
+#include "slab/slab.h"
 #include "test_util.h"
 
 #include <pthread.h>

@@ -7,9 +7,9 @@
  * closed; then the sheaves: frees into the thread's sheaf without touching the slab, a
  * full sheaf left in the barn and taken back by an empty one, a full barn sending sheaves
  * back to their slabs, and malloc_trim and thread exit flushing, each free counted once. */
-#include "check.h"
+#include "debug/check.h"
 #include "internal.h"
-#include "slab.h"
+#include "slab/slab.h"
 #include "test_util.h"
 #include "uslub.h"
 

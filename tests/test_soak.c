@@ -13,7 +13,7 @@
  * time and memory allocated by dead threads is freed by live ones.
  *
  * The main thread samples resident memory (/proc/self/statm) every 20 ms. At the end,
- * with every block freed, the heap walker (core/check.c) must find every page in exactly
+ * with every block freed, the heap walker (core/debug/check.c) must find every page in exactly
  * one place, every counter right and no object left live; peak resident memory must stay
  * within a bound of the peak live bytes. Linked (uslub_ names) for the walker. */
 #ifndef _GNU_SOURCE
@@ -25,7 +25,7 @@
 
 #include "test_util.h"
 
-#include "check.h"
+#include "debug/check.h"
 #include "internal.h"
 
 #define SLOTS	1024

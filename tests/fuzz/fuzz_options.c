@@ -6,8 +6,8 @@
  * whatever the input: orders within the build's limits and min <= max, choices among
  * their values, strings terminated inside their fields; the USLUB_FAULT parser must agree
  * with itself. Messages about bad values go to stderr, which the runner closes. */
-#include "options.h"
-#include "os.h"
+#include "os/options.h"
+#include "os/os.h"
 #include "size_classes.h"
 
 #include <stdint.h>

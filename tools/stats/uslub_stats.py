@@ -7,7 +7,7 @@ slabinfo-style table, refresh it like slabtop, or plot it.
                                               the live page of PID (USLUB_STATS=live)
     uslub_stats.py plot FILE.json -o OUT.png  memory per cache and slow-path counters
 
-The table is the one the library prints at exit with USLUB_STATS=1 (core/stats.c,
+The table is the one the library prints at exit with USLUB_STATS=1 (core/stats/stats.c,
 print_text): a change to one is made to the other.
 """
 
@@ -19,7 +19,7 @@ import sys
 import time
 
 LIVE_MAGIC = b"USLUBLV\0"
-# struct uslub_live_header (core/live.h): magic, version, header_size, seq, pid, updates,
+# struct uslub_live_header (core/stats/live.h): magic, version, header_size, seq, pid, updates,
 # time_ns, len, period_ms
 LIVE_HEADER = struct.Struct("<8sIIQQQQQQ")
 
@@ -95,7 +95,7 @@ def cache_frees(c):
 
 
 def table(d):
-    """The lines of the table, as core/stats.c print_text writes them."""
+    """The lines of the table, as core/stats/stats.c print_text writes them."""
     if "error" in d:
         return ["uslub: %s" % d["error"]]
     out = ["uslub: slabinfo for pid %d, caches by memory" % d["pid"]]

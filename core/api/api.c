@@ -1,0 +1,300 @@
+/* The malloc family with glibc's semantics, over the engine. */
+#include "api/api.h"
+
+#include "debug/debug.h"
+#include "os/os.h"
+#include "os/print.h"
+#include "uslub.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+extern uint64_t uslub_trim_threshold;
+
+void *uslub_calloc(size_t nmemb, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(nmemb, size, &total) || total > PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (total <= USLUB_MAX_SMALL) {
+		void *p = uslub_malloc_inline(total);
+		if (p)
+			memset(p, 0, total);
+		return p;
+	}
+	uslub_init();
+	return uslub_large_alloc(total, 0, true);
+}
+
+/* What a pointer handed to realloc or malloc_usable_size is: its descriptor, and its
+ * usable size (the request where a checker watches the bytes after it: debug.h); a
+ * pointer that is none of ours is reported and the program stops. */
+enum block_kind { BLOCK_SLAB, BLOCK_LARGE, BLOCK_HUGE };
+
+static enum block_kind classify(const void *p, const char *func, struct page_desc **out,
+				size_t *usable)
+{
+	struct page_desc *s = block_of(p);
+	*out = s;
+	if (!s) {
+		*usable = uslub_huge_usable(p);
+		if (!*usable)
+			uslub_report_no_block(func, p);
+		return BLOCK_HUGE;
+	}
+	if (s->kind == PAGE_LARGE) {
+		size_t bytes = (size_t)s->objects << USLUB_PAGE_SHIFT;
+		if (p != page_address(s))
+			uslub_report_bad_block("invalid pointer", func, p, "inside a large", bytes);
+		if (s->flags & PF_CACHED) /* freed, waiting in a thread's cache */
+			uslub_report_bad_block("double free", func, p, "large", bytes);
+		*usable = uslub_large_usable(s);
+		return BLOCK_LARGE;
+	}
+	if (s->kind != PAGE_SLAB)
+		uslub_report_no_block(func, p);
+	struct uslub_cache *c = &uslub_caches[s->cls];
+	if (unlikely(c->debug) ? uslub_slab_object_start(s, p) != p : !plain_object_at(s, p))
+		uslub_report_bad_free("invalid pointer", func, p, c);
+	if (!c->debug && is_marked_free(p))
+		uslub_report_bad_free("double free", func, p, c);
+	*usable = unlikely(c->debug) ? uslub_debug_usable(c, (void *)p, func) : c->size;
+	return BLOCK_SLAB;
+}
+
+void *uslub_realloc(void *p, size_t size)
+{
+	if (!p)
+		return uslub_malloc_inline(size);
+	struct page_desc *d;
+	size_t usable;
+	enum block_kind kind = classify(p, "realloc", &d, &usable);
+	if (size == 0) {
+		uslub_free_inline(p);
+		return NULL;
+	}
+	if (size > PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	switch (kind) {
+	case BLOCK_SLAB: {
+		/* Same class, or a shrink that keeps at least half: stay. */
+		struct uslub_cache *c = &uslub_caches[d->cls];
+		if (size <= c->size && (size > c->size / 2 || c->size <= 16)) {
+			if (unlikely(c->debug))
+				uslub_debug_resize(c, d, p, size, "realloc");
+			return p;
+		}
+		break;
+	}
+	case BLOCK_LARGE:
+		if (size > USLUB_MAX_SMALL && size <= HUGE_THRESHOLD) {
+			void *q = uslub_large_realloc(d, p, size);
+			if (q)
+				return q;
+		}
+		break;
+	case BLOCK_HUGE:
+		if (size > HUGE_THRESHOLD)
+			return uslub_huge_realloc(p, size);
+		break;
+	}
+	void *q = uslub_malloc_inline(size);
+	if (!q)
+		return NULL;
+	memcpy(q, p, size < usable ? size : usable);
+	uslub_free_inline(p);
+	return q;
+}
+
+void *uslub_reallocarray(void *p, size_t nmemb, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(nmemb, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return uslub_realloc(p, total);
+}
+
+/* Power-of-two classes hold objects aligned to their size within page-aligned slabs, so
+ * small aligned requests take the first class that is a multiple of the alignment. */
+static void *aligned_alloc_any(size_t alignment, size_t size)
+{
+	if (size == 0)
+		size = 1;
+	if (alignment <= 16)
+		return uslub_malloc_inline(size);
+	if (size > PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (alignment <= USLUB_PAGE_SIZE && size <= USLUB_MAX_SMALL) {
+		unsigned cls = uslub_size_to_class(size > alignment ? size : alignment);
+		while (uslub_class_size[cls] % alignment)
+			cls++;
+		void *p = uslub_malloc_inline(uslub_class_size[cls]);
+		/* A debug cache keeps the request, not the class taken for the alignment. */
+		struct uslub_cache *c = &uslub_caches[cls];
+		if (p && unlikely(c->debug) && size < c->size)
+			uslub_debug_resize(c, page_desc_of(p)->head, p, size, "aligned_alloc");
+		return p;
+	}
+	uslub_init();
+	return uslub_large_alloc(size, alignment, false);
+}
+
+int uslub_posix_memalign(void **out, size_t alignment, size_t size)
+{
+	if (alignment < sizeof(void *) || (alignment & (alignment - 1)))
+		return EINVAL;
+	int saved = errno;
+	void *p = aligned_alloc_any(alignment, size);
+	errno = saved;
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+/* glibc's memalign: an alignment that is not a power of two is rounded up to one. */
+void *uslub_memalign(size_t alignment, size_t size)
+{
+	if (alignment > SIZE_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (alignment & (alignment - 1)) {
+		size_t a = 1;
+		while (a < alignment)
+			a <<= 1;
+		alignment = a;
+	}
+	return aligned_alloc_any(alignment, size);
+}
+
+void *uslub_pvalloc(size_t size)
+{
+	size_t rounded;
+	if (__builtin_add_overflow(size, USLUB_PAGE_SIZE - 1, &rounded)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	rounded &= ~(USLUB_PAGE_SIZE - 1);
+	return aligned_alloc_any(USLUB_PAGE_SIZE, rounded ? rounded : USLUB_PAGE_SIZE);
+}
+
+size_t uslub_malloc_usable_size(const void *p)
+{
+	if (!p)
+		return 0;
+	struct page_desc *d;
+	size_t usable;
+	classify(p, "malloc_usable_size", &d, &usable);
+	return usable;
+}
+
+/* Gives back the calling thread's cached pages and every warm free page but `pad`
+ * bytes' worth; like glibc's, other threads' caches are not touched - but the states of
+ * threads that are gone without a teardown are (thread.c, reaping). */
+int uslub_malloc_trim(size_t pad)
+{
+	uslub_init();
+	uslub_threads_reap(0);
+	struct uslub_thread *t = uslub_tls_thread;
+	bool in = uslub_slow_enter(t);
+	if (in)
+		uslub_sheaves_flush(t, false);
+	uslub_barns_flush();
+	if (in) {
+		uslub_pcp_drain(t, 0);
+		uslub_large_cache_drain(t);
+	}
+	uslub_slow_exit(t, in);
+	size_t released = 0;
+	for (unsigned n = 0; n < uslub_nr_nodes; n++) {
+		released += uslub_pages_release(n, pad >> USLUB_PAGE_SHIFT);
+		released += uslub_pages_release(LARGE_ZONE(n), 0);
+	}
+	released += uslub_huge_cache_release(true);
+	return released > 0;
+}
+
+/* M_TRIM_THRESHOLD sets how much warm free memory stays before it is handed back. The
+ * other glibc parameters tune arenas, mmap thresholds and fastbins, which uslub does not
+ * have: they are accepted and have no effect. */
+int uslub_mallopt(int param, int value)
+{
+	switch (param) {
+	case M_TRIM_THRESHOLD:
+		if (value < 0)
+			return 0;
+		uslub_trim_threshold = (uint64_t)value;
+		return 1;
+	case M_MXFAST:
+	case M_TOP_PAD:
+	case M_MMAP_THRESHOLD:
+	case M_MMAP_MAX:
+	case M_CHECK_ACTION:
+	case M_PERTURB:
+	case M_ARENA_TEST:
+	case M_ARENA_MAX:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+struct mallinfo2 uslub_mallinfo2(void)
+{
+	struct uslub_totals t;
+	uslub_get_totals(&t);
+	struct mallinfo2 mi;
+	memset(&mi, 0, sizeof(mi));
+	/* glibc's meanings: arena = memory from the OS other than the mmapped blocks,
+	 * uordblks / fordblks = the part of it in use / free, hblkhd = mmapped blocks (huge
+	 * ones here; hblks, their number, is not kept), keepcost = what malloc_trim can
+	 * release, usmblks = the historical high-water mark (glibc now leaves it 0). Free
+	 * space counts free pages and the free objects of slabs. */
+	uint64_t small = t.in_use - t.huge - t.large;
+	mi.arena = t.mapped - t.huge;
+	mi.hblkhd = t.huge;
+	mi.uordblks = t.in_use - t.huge;
+	mi.fordblks = t.free_pages + (t.slabs > small ? t.slabs - small : 0);
+	mi.keepcost = t.warm_free;
+	mi.usmblks = t.peak_mapped;
+	for (unsigned n = 0; n < uslub_nr_nodes; n++)
+		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
+			mi.ordblks +=
+			    __atomic_load_n(&uslub_nodes[n].nr_free[o], __ATOMIC_RELAXED) +
+			    __atomic_load_n(&uslub_nodes[LARGE_ZONE(n)].nr_free[o],
+					    __ATOMIC_RELAXED);
+	return mi;
+}
+
+/* ---- the prefixed API ------------------------------------------------------------ */
+
+/* The prefixed API (uslub.h) for programs that link uslub: the functions above under
+ * their own names, and the two fast paths out of line. preload/ exports the standard
+ * names over the same functions. */
+void *uslub_malloc(size_t size)
+{
+	return uslub_malloc_inline(size);
+}
+
+void uslub_free(void *p)
+{
+	uslub_free_inline(p);
+}
+
+void *uslub_aligned_alloc(size_t alignment, size_t size) __attribute__((alias("uslub_memalign")));
+
+void *uslub_valloc(size_t size)
+{
+	return uslub_memalign(USLUB_PAGE_SIZE, size);
+}

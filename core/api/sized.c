@@ -1,0 +1,93 @@
+/* Sized frees under USLUB_DEBUG (sized.h): the size a free is given, against its block. */
+#include "api/sized.h"
+
+#include "os/print.h"
+
+#define DBG_LETTERS (DBG_CHECK | DBG_REDZONE | DBG_POISON | DBG_TRACK | DBG_TRACE)
+
+static const char *const op_name[] = {
+    [SIZED_DELETE] = "operator delete",
+    [SIZED_DELETE_ARRAY] = "operator delete[]",
+    [SIZED_FREE] = "free_sized",
+    [SIZED_FREE_ALIGNED] = "free_aligned_sized",
+};
+
+/* The class an allocation of `size` bytes aligned to `align` takes, by the rule of api.c's
+ * aligned_alloc_any (which this must follow); USLUB_NR_CLASSES for a large block. */
+static unsigned class_for(size_t size, size_t align)
+{
+	if (size == 0)
+		size = 1;
+	if (align & (align - 1)) { /* memalign rounds it up to a power of two */
+		size_t a = 1;
+		while (a < align)
+			a <<= 1;
+		align = a;
+	}
+	if (size > USLUB_MAX_SMALL || align > USLUB_PAGE_SIZE)
+		return USLUB_NR_CLASSES;
+	if (align <= 16)
+		return uslub_size_to_class(size);
+	unsigned cls = uslub_size_to_class(size > align ? size : align);
+	while (uslub_class_size[cls] % align)
+		cls++;
+	return cls;
+}
+
+static bool fits_slab(const struct uslub_cache *c, size_t size, size_t align,
+		      enum uslub_sized_op op)
+{
+	if (class_for(size, align) == c->cls)
+		return true;
+	/* realloc keeps an object that shrinks to more than half of it (api.c), and C23
+	 * lets free_sized be given the size realloc was. */
+	return op == SIZED_FREE && size <= c->size && (size > c->size / 2 || c->size <= 16);
+}
+
+/* Pages a large or huge block of `size` bytes holds, without overflow near SIZE_MAX. */
+static size_t pages_of(size_t size)
+{
+	if (size == 0)
+		size = 1;
+	return (size >> USLUB_PAGE_SHIFT) + ((size & (USLUB_PAGE_SIZE - 1)) != 0);
+}
+
+/* Out of line: its buffer would keep the check from ending in a tail call. */
+static noinline __attribute__((noreturn)) void report_size(void *p, size_t size,
+							   enum uslub_sized_op op,
+							   const struct uslub_cache *c,
+							   const char *kind, size_t bytes)
+{
+	struct uslub_out what;
+	uslub_out_init(&what, -1);
+	uslub_printf(&what, "size %zu does not match the block", size);
+	what.buf[what.len] = '\0'; /* 50 bytes at most in a 2 KiB buffer */
+	if (c)
+		uslub_report_bad_free(what.buf, op_name[op], p, c);
+	uslub_report_bad_block(what.buf, op_name[op], p, kind, bytes);
+}
+
+void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized_op op)
+{
+	struct page_desc *s = block_of(p);
+	/* Only a live block's start is looked at: free reports anything else (a foreign or
+	 * interior pointer, a double free) as it would without a size. */
+	if (s && s->kind == PAGE_SLAB) {
+		struct uslub_cache *c = &uslub_caches[s->cls];
+		if ((c->debug & DBG_LETTERS) && uslub_slab_object_start(s, p) == p &&
+		    !uslub_debug_is_free(c, p) && !fits_slab(c, size, align, op))
+			report_size(p, size, op, c, NULL, 0);
+	} else if (s && s->kind == PAGE_LARGE) {
+		if (uslub_debug_every_cache && p == page_address(s) && !(s->flags & PF_CACHED) &&
+		    pages_of(size) != s->objects)
+			report_size(p, size, op, NULL, "large",
+				    (size_t)s->objects << USLUB_PAGE_SHIFT);
+	} else if (!s && p && uslub_debug_every_cache) {
+		/* The request under a checker (large.c), else the whole mapping: pages
+		 * either way. */
+		size_t len = uslub_huge_usable(p);
+		if (len && pages_of(size) != pages_of(len))
+			report_size(p, size, op, NULL, "huge", len);
+	}
+	uslub_free_inline(p);
+}

@@ -1,0 +1,125 @@
+/* Start-up under LD_PRELOAD, the environment, and fork.
+ *
+ * The first call of any entry point may come from the dynamic loader, from a constructor
+ * of a library loaded before us, or from TLS set-up (slab.c, section 2). uslub_init_slow
+ * runs once, under init_lock, reads the settings from `environ` - or from
+ * /proc/self/environ when libc has not set it yet - and brings the layers up from the
+ * bottom: options, OS fault rules, NUMA (one node until the constructor reads the real
+ * topology), pages, caches, the replenisher, threads. Nothing in it allocates through
+ * libc. What must not run inside malloc (libnuma, pthread_atfork, both allocate) waits
+ * for the library's constructor.
+ *
+ * fork takes every lock first (lock.c), so the child inherits none that a thread of the
+ * parent held, then sets them up anew in the child. */
+#include "internal.h"
+#include "debug/debug.h"
+#include "hooks.h"
+#include "page/node.h"
+#include "os/options.h"
+#include "os/os.h"
+#include "replenish/replenish.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <urcu/urcu-bp.h>
+
+_Atomic int uslub_ready;
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+extern char **environ;
+void uslub_pages_init(void);
+
+/* When the first call comes before libc has set `environ` (from the dynamic loader),
+ * the settings are read from /proc/self/environ into this buffer instead. */
+static char env_buf[8192];
+static char *env_ptrs[128];
+
+static char **read_proc_environ(void)
+{
+	int saved = errno;
+	size_t len = 0, n = 0;
+	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t r;
+		while (len < sizeof(env_buf) - 1 &&
+		       (r = read(fd, env_buf + len, sizeof(env_buf) - 1 - len)) > 0)
+			len += (size_t)r;
+		close(fd);
+	}
+	env_buf[len] = '\0';
+	for (size_t i = 0; i < len && n < sizeof(env_ptrs) / sizeof(env_ptrs[0]) - 1;) {
+		env_ptrs[n++] = env_buf + i;
+		while (i < len && env_buf[i])
+			i++;
+		i++;
+	}
+	env_ptrs[n] = NULL;
+	errno = saved;
+	return env_ptrs;
+}
+
+/* The observers' entries in the lower layers' hook table (hooks.h): the api layer is the
+ * one that knows both sides. Installed before any layer comes up. */
+static void install_hooks(void)
+{
+	uslub_hooks.object_report = uslub_debug_report;
+}
+
+void uslub_init_slow(void)
+{
+	pthread_mutex_lock(&init_lock);
+	if (atomic_load_explicit(&uslub_ready, memory_order_relaxed)) {
+		pthread_mutex_unlock(&init_lock);
+		return;
+	}
+	install_hooks();
+	uslub_options_init(environ ? environ : read_proc_environ());
+	uslub_os_fault_set(&uslub_config.fault_plan);
+	uslub_node_init();
+	uslub_pages_init();
+	uslub_caches_init();
+	uslub_replenish_init();
+	uslub_threads_init();
+	atomic_store_explicit(&uslub_ready, 1, memory_order_release);
+	pthread_mutex_unlock(&init_lock);
+	if (uslub_config.verbose)
+		uslub_options_print(2);
+}
+
+/* ---- fork ------------------------------------------------------------------------ */
+
+static void fork_prepare(void)
+{
+	uslub_threads_before_fork();
+	urcu_bp_before_fork();
+	uslub_lock_all();
+}
+
+static void fork_parent(void)
+{
+	uslub_unlock_all();
+	urcu_bp_after_fork_parent();
+	uslub_threads_after_fork_parent();
+}
+
+static void fork_child(void)
+{
+	uslub_threads_after_fork_child();
+	/* Every lock was taken by this thread in fork_prepare, and the child's only thread is
+	 * its copy: it lets them go as the parent does (re-initialising them instead left
+	 * ThreadSanitizer counting them held by the child, a double lock at its next take). */
+	uslub_unlock_all();
+	uslub_replenish_after_fork_child();
+	/* Unlocks what urcu_bp_before_fork took, and drops the other threads' readers. */
+	urcu_bp_after_fork_child();
+}
+
+/* pthread_atfork allocates, so it is registered from a constructor, once the allocator
+ * is ready, never from inside malloc. */
+__attribute__((constructor)) static void uslub_constructor(void)
+{
+	uslub_init();
+	uslub_node_discover();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}

@@ -1,0 +1,160 @@
+/* Debug caches: the kernel's slub_debug in user space (USLUB_DEBUG), the hardened
+ * freelist (USLUB_HARDEN=full), and the checkers (valgrind, AddressSanitizer).
+ *
+ * A cache with any of these on is a *debug cache*: its thread freelist is never filled
+ * and its free fast path never matches (the free fast path's interior-pointer test fails
+ * for every object: the cache's divisibility magic is 0, which no offset passes), so every
+ * allocation and free of it takes the slow path in slab.c, which calls the hooks below. The inline
+ * fast paths have no debug branch.
+ *
+ * A debug cache lays its slab out in slots of `stride` bytes, with the object `offset`
+ * bytes into its slot:
+ *
+ *     slot + 0        right red zone of the previous slot's object (16 bytes)
+ *     slot + 16       struct dbg_meta: free pointer, state word, alloc and free track
+ *     ...             padding up to the object's alignment
+ *     object - 16     left red zone (16 bytes)
+ *     object          the object: the class size
+ *
+ * and the slab keeps 16 bytes after its last slot for that object's right red zone. The
+ * offset and the stride are multiples of the largest power of two (up to a page) that
+ * divides the class size, so objects keep the alignment aligned_alloc relies on. The free
+ * pointer lives outside the object, so poisoning fills the whole object, and a write
+ * after free cannot redirect the freelist.
+ *
+ * An allocated object keeps the size the program asked for (the kernel's orig_size) in
+ * the word that holds the free pointer while it is free, so it costs no room. The
+ * checkers see that size, not the class's: memcheck's block and ASan's unpoisoned bytes
+ * end there, with Z the bytes from it to the end of the slot are red zone (the kernel's
+ * kmalloc red zone), and malloc_usable_size reports it. */
+#ifndef USLUB_DEBUG_H
+#define USLUB_DEBUG_H
+
+#include "internal.h"
+
+#pragma GCC visibility push(hidden)
+
+enum {
+	DBG_CHECK = 0x1,     /* F: consistency checks, exact double-free detection */
+	DBG_REDZONE = 0x2,   /* Z: red zones around each object */
+	DBG_POISON = 0x4,    /* P: free objects filled with 0x6b ... 0xa5, checked */
+	DBG_TRACK = 0x8,     /* U: last allocation and free site of each object */
+	DBG_TRACE = 0x10,    /* T: one line per operation on stderr */
+	DBG_HARDEN = 0x20,   /* USLUB_HARDEN=full: obfuscated free pointers, range-checked */
+	DBG_VALGRIND = 0x40, /* running under valgrind: memcheck told about every object */
+	DBG_ASAN = 0x80,     /* an ASan build: free objects and metadata poisoned */
+};
+/* The checkers that watch the bytes between the request and the class size: with one of
+ * them on, malloc_usable_size reports the request, so a program that uses what it is told
+ * it may use stays clean. */
+#define DBG_SLACK (DBG_REDZONE | DBG_VALGRIND | DBG_ASAN)
+
+#define DBG_RZ	     16 /* each red zone */
+#define DBG_META     16 /* struct dbg_meta's offset in the slot */
+#define DBG_PAD_MIN  80 /* right red zone + metadata + left red zone */
+#define POISON_FREE  0x6b
+#define POISON_END   0xa5
+#define RED_INACTIVE 0xbb
+#define RED_ACTIVE   0xcc
+
+struct dbg_track {
+	uintptr_t addr; /* return address of the caller of malloc or free */
+	uint32_t tid;
+	uint32_t cpu;
+};
+
+struct dbg_meta {
+	union {
+		uintptr_t link;	    /* free: free pointer (obfuscated with DBG_HARDEN) */
+		uint64_t orig_size; /* allocated: the size asked for, up to the class size */
+	};
+	uint64_t state;		   /* object address ^ STATE_ALLOC or STATE_FREE */
+	struct dbg_track track[2]; /* TRACK_ALLOC, TRACK_FREE */
+};
+_Static_assert(DBG_META + sizeof(struct dbg_meta) + DBG_RZ <= DBG_PAD_MIN,
+	       "metadata fits between the red zones");
+
+enum { TRACK_ALLOC, TRACK_FREE };
+
+/* Read USLUB_DEBUG and USLUB_HARDEN (already in uslub_config), ask whether valgrind runs,
+ * and give each cache its flags, layout and secret. Called by uslub_caches_init after the
+ * plain layout is set; a cache without flags keeps it. */
+void uslub_debug_init(void);
+
+/* What USLUB_DEBUG asked for: letters for some cache, and whether for every cache (no
+ * list of them). Sized frees check the size they are given when these say so (sized.h);
+ * set once by uslub_debug_init. */
+extern bool uslub_debug_any;
+extern bool uslub_debug_every_cache;
+
+/* Where a debug object's metadata is. */
+static inline struct dbg_meta *dbg_meta_of(const struct uslub_cache *c, void *object)
+{
+	return (struct dbg_meta *)((char *)object - c->offset + DBG_META);
+}
+
+/* Free pointers of a debug cache: decoded and, with DBG_HARDEN, checked to point at an
+ * object of the same slab; a corrupted one is reported and the program stops. */
+void *uslub_debug_get_next(const struct uslub_cache *c, void *object);
+void uslub_debug_set_next(const struct uslub_cache *c, void *object, void *next);
+
+/* A new slab: red zones, poison, state and free pointers are set by the caller through
+ * these; uslub_debug_slab_ready then hides the whole slab from the program. */
+void uslub_debug_init_object(const struct uslub_cache *c, void *object);
+void uslub_debug_slab_ready(const struct uslub_cache *c, struct page_desc *s);
+/* A slab going back to the page allocator: its pages are ordinary memory again. */
+void uslub_debug_slab_discard(const struct uslub_cache *c, struct page_desc *s);
+
+/* An object leaving the slab for the program (`size` bytes asked for), and one coming
+ * back: the checks of each flag, then the object's state, tracks and poison; a violation
+ * is reported and the program stops. `caller` is the program's return address. */
+void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
+		       void *caller);
+void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
+/* An allocated object now holds `size` bytes (size <= the class size): realloc in place,
+ * and aligned_alloc, which takes a class for its alignment. The old red zone is checked,
+ * the new one set, and the checkers told. `op` names the call for a report. */
+void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
+			const char *op);
+/* What malloc_usable_size reports for an object of a debug cache: the request when a
+ * checker watches the bytes after it (DBG_SLACK), else the class size. A pointer to a free
+ * object is reported (`op` names the call) and the program stops. */
+size_t uslub_debug_usable(struct uslub_cache *c, void *object, const char *op);
+
+/* Is this debug object's state "free"? For the consistency walker. */
+bool uslub_debug_is_free(const struct uslub_cache *c, void *object);
+
+/* The kernel-style report: the cache, what was found, the object's bytes around `fault`
+ * (NULL: the object's start), its alloc and free sites; then abort. */
+__attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, struct page_desc *s,
+						  void *object, const char *what,
+						  const void *fault);
+
+/* ---- large and huge blocks --------------------------------------------------------- */
+
+/* The checkers that watch large and huge blocks: DBG_VALGRIND under memcheck, DBG_ASAN in
+ * an ASan build, DBG_REDZONE with USLUB_DEBUG=Z for every cache (no cache list). 0 in a
+ * plain run, where large.c calls none of the hooks below. A block is `size` bytes asked
+ * for at the start of `span` bytes of pages; with Z the rest of the span is red zone. */
+extern unsigned uslub_block_debug;
+
+/* A new block; `zeroed`: its bytes read as zero already (calloc of fresh pages). */
+void uslub_debug_block_alloc(void *p, size_t size, size_t span, bool zeroed);
+/* Z: the red zone after the request is intact, else a report names the block and the
+ * program stops. `op` names the call. */
+void uslub_debug_block_check(void *p, size_t size, size_t span, const char *op);
+/* The block goes back (its red zone checked): its pages are plain memory again. */
+void uslub_debug_block_free(void *p, size_t size, size_t span);
+/* The block at p (old bytes asked for in old_span) is now at q (p, or where mremap moved
+ * it) with `size` in `span`; the caller checked its red zone before changing it. */
+void uslub_debug_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size,
+			      size_t span);
+
+/* Writes "ADDR (module+0xOFF)" for a code address, reading /proc/self/maps without
+ * allocating, so `addr2line -e module 0xOFF` names the line. For reports and tests. */
+struct uslub_out;
+void uslub_debug_print_addr(struct uslub_out *o, uintptr_t addr);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,56 @@
+/* The hooks: how a lower layer reaches the observers above it (debug, stats, replenish)
+ * without naming them. The kernel's page allocator does not call SLUB, nor SLUB its
+ * debugger: they call what was registered with them (shrinkers, notifier chains). Here
+ * one table holds every such call; each entry starts as a no-op, and an observer's init
+ * function (run by api/startup.c before the first allocation) installs its own. Every
+ * entry is called on a slow path only: a debug cache takes the slow path for every
+ * operation, and the plain caches never reach the debug entries. */
+#ifndef USLUB_HOOKS_H
+#define USLUB_HOOKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+struct uslub_cache;
+struct page_desc;
+
+struct uslub_hooks {
+	/* ---- debug caches (USLUB_DEBUG, debug/) ---- */
+	/* A free pointer of a debug cache written into a free object. */
+	void (*set_next)(const struct uslub_cache *c, void *object, void *next);
+	/* A debug cache's new slab: every object set up, then the slab made ready. */
+	void (*init_object)(const struct uslub_cache *c, void *object);
+	void (*slab_ready)(const struct uslub_cache *c, struct page_desc *s);
+	/* A debug cache's slab going back to the page allocator. */
+	void (*slab_discard)(const struct uslub_cache *c, struct page_desc *s);
+	/* An object of a debug cache leaving for the program (`size` bytes asked for), and
+	 * one coming back; `caller` is the program's call site. */
+	void (*object_alloc)(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
+			     void *caller);
+	void (*object_free)(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
+	/* What a debug cache can add to a report of a bad pointer p into `object`. */
+	void (*object_report)(const struct uslub_cache *c, struct page_desc *s, void *object,
+			      const char *what, const void *p);
+	/* ---- large and huge blocks under a checker (debug/) ---- */
+	void (*block_alloc)(void *p, size_t size, size_t span, bool zeroed);
+	void (*block_check)(void *p, size_t size, size_t span, const char *op);
+	void (*block_free)(void *p, size_t size, size_t span);
+	void (*block_resize)(void *p, void *q, size_t old, size_t old_span, size_t size,
+			     size_t span);
+	/* ---- the background thread (replenish/) ---- */
+	/* Start the thread if one is due: called at safe points, with no lock held. */
+	void (*background_start)(void);
+	/* A high-order try failed: wake the thread if it sleeps. */
+	void (*background_kick)(void);
+	/* Pages went free and `warm_bytes` of warm free memory are in their zone. */
+	void (*background_note)(uint64_t warm_bytes);
+};
+
+extern struct uslub_hooks uslub_hooks;
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,278 @@
+/* The fast paths, inline so each reads top to bottom on one screen. Anything that is not
+ * "pop the thread's sheaf" or "push onto it" goes to one out-of-line call (sheaf.c,
+ * alloc.c, free.c). */
+#ifndef USLUB_SLAB_H
+#define USLUB_SLAB_H
+
+#include "internal.h"
+#include "debug/debug.h"
+
+/* Objects in a slab of `order` pages: plain caches fill it; a debug cache's slots are
+ * `stride` apart and the last object's right red zone follows them (debug.h). */
+static inline unsigned uslub_cache_objects(const struct uslub_cache *c, unsigned order)
+{
+	size_t bytes = USLUB_PAGE_SIZE << order;
+	if (c->debug)
+		return (unsigned)((bytes - 16) / c->stride);
+	return (unsigned)(bytes / c->size);
+}
+/* Objects in slab s once all are carved. `s->objects` counts those carved so far: the
+ * objects past it have never been touched and are free (slab.c, section 9). */
+static inline unsigned uslub_slab_capacity(const struct uslub_cache *c, const struct page_desc *s)
+{
+	return s->order == c->order ? c->objects : uslub_cache_objects(c, s->order);
+}
+/* Carve the next step of s's untouched objects into a list of free, marked objects:
+ * its head, its last object in *tail and its length in *count (NULL, 0 when every
+ * object is carved). For the owner of a frozen slab or the holder of its node's
+ * list_lock when it is unfrozen; the caller accounts for the objects in the slab word. */
+void *uslub_slab_carve(struct uslub_cache *c, struct page_desc *s, void **tail, unsigned *count);
+/* The same for the owner, which holds the objects carved: counted in use. */
+void *uslub_slab_extend(struct uslub_cache *c, struct page_desc *s, unsigned *count);
+/* The free pointer stored in a free object (decoded, for walkers such as check.c). */
+void *uslub_slab_next_free(const struct uslub_cache *c, void *object);
+/* The slab_is_valid() walker of USLUB_DEBUG=F and the tests: descriptor, counts and, for
+ * the slab's owner, every free list; false with the reason in *why. */
+bool uslub_slab_is_valid(struct page_desc *s, const char **why);
+
+/* The sheaf's slow paths (sheaf.c): a free of p into a full sheaf (or a closed one),
+ * cc being the calling thread's cache_cpu of p's class; malloc's refill is
+ * uslub_slab_alloc_slow. */
+void uslub_sheaf_overflow(void *p, struct cache_cpu *cc);
+
+/* An object popped from a thread freelist lies outside the slab: its free pointer was
+ * overwritten (slab.c, section 7). */
+__attribute__((noreturn)) void uslub_freelist_corrupt(struct cache_cpu *cc, void *object);
+/* free of an object already free (its mark says so): reported, the program stops. */
+__attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
+
+/* v in a register of the compiler's choice that the compiler cannot see through; on
+ * x86-64, in the register named (rdx "d", rcx "c", ...). */
+#if defined(__x86_64__)
+#define KEEP_IN(reg, v) __asm__("" : "+" reg(v))
+#else
+#define KEEP_IN(reg, v) __asm__("" : "+r"(v))
+#endif
+
+/* malloc: the top of the thread's sheaf of the size's cache. An empty sheaf (also every
+ * sheaf of a thread without state, and of a debug cache) sends malloc to the refill. */
+static inline void *uslub_malloc_inline(size_t size)
+{
+	if (likely(size <= USLUB_MAX_SMALL)) {
+		struct cache_cpu *cc =
+		    (struct cache_cpu *)((char *)uslub_tls_thread + uslub_cpu_of[(size + 15) >> 4]);
+		/* As in free, below; and cc, n kept out of the result's register, where GCC 12
+		 * put one and then copied the object over (one instruction more). */
+		KEEP_IN("d", cc);
+		size_t n;
+		/* One decrement, for the index, the count and the test alike: its borrow is
+		 * the empty sheaf (GCC 12 made a test and two decrements of it). */
+		if (likely(!__builtin_sub_overflow((size_t)cc->sheaf_count, 1, &n))) {
+			KEEP_IN("c", n); /* see cc */
+			void *object = cc->sheaf[n];
+			cc->sheaf_count = (uint16_t)n;
+			mark_allocated(object);
+			uslub_stat(cc, ALLOC_FASTPATH);
+			return object;
+		}
+	}
+	return uslub_slab_alloc_slow(size);
+}
+
+/* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
+ * whichever thread holds that slab - no atomic, no slab touched. The pointer must be an
+ * object's start inside a slab: the test of p's own page (every page of a slab carries
+ * one, so `head` is not followed; internal.h) gives the slab's start and the class's
+ * cache_cpu, and one 64x64-bit multiply by the class's magic there tells (Lemire's
+ * test; internal.h). A page that is no slab's has objects 0, which no offset is below;
+ * a sheaf not open has magic 0, which no offset passes. Since p lies in the page, its
+ * offset in the slab is below 2^32 and its quotient below 2^16. And p must not be free
+ * already: every free object carries its mark, whichever list, sheaf or barn it is on
+ * (slab.c, section 7). */
+static inline void uslub_free_inline(void *p)
+{
+	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
+	if (likely(i < REGION_SLOTS)) {
+		const struct page_test *e = page_test_in_table(i, p);
+		struct cache_cpu *cc =
+		    (struct cache_cpu *)((uintptr_t)uslub_tls_thread + e->cpu_off);
+		uint32_t off = (uint32_t)(uintptr_t)p - e->start;
+		uint64_t magic = cc->magic;
+		unsigned __int128 m = (unsigned __int128)off * magic;
+		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < objects_of(e))) {
+			/* The key is read before the stores into p, which the compiler cannot
+			 * tell apart from it. */
+			uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
+			size_t n = cc->sheaf_count;
+			if (unlikely(((uintptr_t *)p)[1] == mark))
+				uslub_double_free(p, page_desc_of(p)->head);
+			if (likely(n < cc->sheaf_cap)) {
+				((uintptr_t *)p)[1] = mark;
+				cc->sheaf[n] = p;
+				/* n is dead after this line: the count is bumped in n's own
+				 * register, not in a copy taken before the stores (GCC 12). */
+				__asm__("" : "+r"(n));
+				/* Counted as free_fastpath without a counter (stats.c). */
+				cc->sheaf_count = (uint16_t)(n + 1);
+				return;
+			}
+			/* The class from the cache_cpu's place: a whole sheaf moves without
+			 * the slab's descriptor ever being read. */
+			uslub_sheaf_overflow(p, cc);
+			return;
+		}
+	}
+	uslub_free_slow(p, block_of(p));
+}
+
+/* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves
+ * (thread exit). */
+void uslub_sheaves_flush(struct uslub_thread *t, bool final);
+
+/* ---- what the slow-path files share (slab.c, alloc.c, free.c, sheaf.c) ---------- */
+
+/* Free pointers: at the object's start in a plain cache; in a debug cache in the slot's
+ * metadata, where debug.c decodes and checks them. */
+static inline void *get_next(const struct uslub_cache *c, void *object)
+{
+	if (unlikely(c->debug))
+		return uslub_debug_get_next(c, object);
+	return link_get(object);
+}
+
+static inline void set_next(const struct uslub_cache *c, void *object, void *next)
+{
+	if (unlikely(c->debug))
+		uslub_debug_set_next(c, object, next);
+	else
+		link_set(object, next);
+}
+
+/* The next object on a free list of slab s, checked: a link that does not name an
+ * object of s stops the program instead of being followed (walks of lists the fast
+ * path does not pop: deactivation, the consistency walker). */
+static inline void *get_next_checked(const struct uslub_cache *c, struct page_desc *s, void *object)
+{
+	void *next = get_next(c, object);
+	/* A plain cache answers with the multiply the free fast path uses, not a division:
+	 * the refill checks one link per load. */
+	if (next && unlikely(c->debug ? uslub_slab_object_start(s, next) != next
+				      : !plain_object_at(s, next)))
+		uslub_report_corrupt("free pointer outside its slab", c, page_address(s), object);
+	return next;
+}
+
+/* A free object of a plain cache carries its mark; a debug cache keeps the state in
+ * its metadata instead (debug.c). */
+static inline void mark_free_plain(const struct uslub_cache *c, void *object)
+{
+	if (likely(!c->debug))
+		mark_free(object);
+}
+
+static inline uintptr_t slab_bits(struct page_desc *s)
+{
+	return (uintptr_t)page_address(s) | (USLUB_PAGE_SHIFT + s->order);
+}
+
+static inline unsigned slab_nid(struct page_desc *s)
+{
+	/* A slab may sit in a region of its node's large-block zone (borrowed pages). */
+	return region_of(s)->nid;
+}
+
+/* A slab belongs to the node of its region, whichever thread frees into it. */
+static inline struct cache_node *node_of_slab(struct uslub_cache *c, struct page_desc *s)
+{
+	return cache_node_of(c, slab_nid(s));
+}
+
+/* Counters of threads without state of their own go straight to the cache, atomically:
+ * those are rare and off the fast path. */
+static inline void stat_shared(struct uslub_thread *t, unsigned cls, enum uslub_stat_item item)
+{
+#if USLUB_STATS_ENABLED
+	if (likely(t->state == THREAD_LIVE || t->state == THREAD_ORPHAN))
+		t->cpu[cls].stat[item]++;
+	else
+		__atomic_fetch_add(&uslub_caches[cls].stat[item], 1, __ATOMIC_RELAXED);
+#else
+	(void)t, (void)cls, (void)item;
+#endif
+}
+
+static inline void add_partial(struct cache_node *n, struct page_desc *s, bool tail)
+{
+	if (tail)
+		cds_list_add_tail(&s->list, &n->partial);
+	else
+		cds_list_add(&s->list, &n->partial);
+	s->flags |= PF_ON_PARTIAL;
+	/* Under list_lock, but get_partial_node peeks at it without: an atomic store. */
+	__atomic_store_n(&n->nr_partial, n->nr_partial + 1, __ATOMIC_RELAXED);
+}
+
+static inline void remove_partial(struct cache_node *n, struct page_desc *s)
+{
+	cds_list_del(&s->list);
+	s->flags &= (uint8_t)~PF_ON_PARTIAL;
+	__atomic_store_n(&n->nr_partial, n->nr_partial - 1, __ATOMIC_RELAXED);
+}
+
+/* A free by the slab's owner: onto its local list, no atomic (the fast path inlines the
+ * same for plain caches). */
+static inline void push_local(const struct uslub_cache *c, struct page_desc *s, void *p)
+{
+	set_next(c, p, s->local_free);
+	mark_free_plain(c, p);
+	s->local_free = p;
+	s->local_count++;
+}
+
+struct page_desc *uslub_new_slab(struct uslub_cache *c, struct uslub_thread *t,
+				 struct cache_cpu *cc, void **fl);
+void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
+void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
+			   struct uslub_thread *t);
+void uslub_unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct uslub_thread *t);
+void uslub_put_cpu_partial(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
+struct page_desc *uslub_get_partial(struct uslub_cache *c, struct uslub_thread *t,
+				    struct cache_cpu *cc, void **fl);
+void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
+			    struct uslub_thread *t);
+/* The same for `count` free objects of s linked from head to tail (their links set, their
+ * marks on): one compare-and-swap for all of them (kmem_cache_free_bulk's detached
+ * freelist). */
+void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *head, void *tail,
+			   unsigned count, struct uslub_thread *t);
+/* An object for a thread whose sheaf of cls is empty: the barn's (NULL when it has
+ * none, with the share of the sheaf to refill in *half), else the slab layer's (alloc.c,
+ * under the slow-path lock), with the sheaf refilled on the way. */
+void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *half);
+/* A live thread's sheaf of a class opens at the class's first slow path: its capacity
+ * is 0 until then, which sends the fast paths here. Closed ones (thread exit) stay so:
+ * the exiting thread's state is no longer live. */
+static inline void uslub_sheaf_open(struct uslub_thread *t, struct cache_cpu *cc, unsigned cls)
+{
+	if (unlikely(!cc->sheaf_cap) && t->state == THREAD_LIVE) {
+		cc->sheaf_cap = (uint16_t)uslub_caches[cls].sheaf_capacity;
+		/* free's fast path opens with the sheaf (debug caches have none). */
+		if (cc->sheaf_cap)
+			cc->magic = uslub_lookup.magic[cls];
+	}
+}
+void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half);
+/* The thread's slab layer (alloc.c's ___slab_alloc): one object, the rest of a freelist
+ * left in cc->freelist. */
+void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls);
+/* Every barn's objects back to their slabs (malloc_trim, thread exit of the last user). */
+void uslub_barns_flush(void);
+/* Barn decay: objects a barn held for a whole period (BARN_DECAY_MS) without a thread
+ * taking them go back to their slabs, so their slabs can empty. At most once a period;
+ * called from the sheaves' slow paths and the background thread. */
+#define BARN_DECAY_MS 1000
+void uslub_barns_decay(void);
+void uslub_barns_lock_all(void);
+void uslub_barns_unlock_all(void);
+
+#endif

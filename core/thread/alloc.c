@@ -1,0 +1,206 @@
+/* Allocation's slow path: SLUB's ___slab_alloc and the engine's entry for every request
+ * the inline fast path (slab.h) does not serve. The thread's freelist of a cache ran dry:
+ * refill it from the current slab's local and remote lists, then the thread's partial
+ * slabs, then the node partial lists (get_partial, slab.c), and only then a new slab. */
+#include "internal.h"
+#include "debug/debug.h"
+#include "page/node.h"
+#include "replenish/replenish.h"
+#include "slab/slab.h"
+
+#include <errno.h>
+#include <stdint.h>
+
+/* Below the barn, for a live thread: its slab layer under the slow-path lock, filling
+ * `half` of the sheaf (0: the cache has no sheaf). A safe point for starting the
+ * background thread: no cache state is half-changed here. */
+static void *refill_below(struct uslub_thread *t, unsigned cls, unsigned half)
+{
+	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
+		uslub_replenish_start();
+	bool in = uslub_slow_enter(t);
+	void *object = half ? uslub_sheaf_refill(t, cls, half) : uslub_alloc_refill(t, cls);
+	uslub_slow_exit(t, in);
+	return object;
+}
+
+/* The engine's entry: malloc's fast path tail-calls here when the thread freelist of the
+ * size's cache is empty, for every request above 8 KiB, and before start-up. */
+void *uslub_slab_alloc_slow(size_t size)
+{
+	if (likely(size <= USLUB_MAX_SMALL)) {
+		unsigned cls = uslub_size_to_class(size);
+		struct uslub_thread *t = uslub_tls_thread;
+		/* An open sheaf (so a live thread, set up, of a plain cache) ran empty: the
+		 * barn first, without the detour through the general entry below (a sixth of
+		 * what a sheaf's round trip costs in batches). */
+		if (likely(t->cpu[cls].sheaf_cap)) {
+			/* The internal-waste sample (stats.h), inline: the state is live. */
+			uslub_stat(&t->cpu[cls], SAMPLE_REQUESTS);
+			uslub_stat_add(&t->cpu[cls], SAMPLE_REQUESTED_BYTES, size);
+			unsigned half;
+			void *object = uslub_sheaf_refill_barn(t, cls, &half);
+			if (likely(object))
+				return object;
+			return refill_below(t, cls, half);
+		}
+	}
+	uslub_init();
+	if (size <= USLUB_MAX_SMALL) {
+		unsigned cls = uslub_size_to_class(size);
+		uslub_stat_request(cls, size); /* the internal-waste sample, see stats.h */
+		return uslub_slab_alloc_class(cls, size);
+	}
+	if (size > PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return uslub_large_alloc(size, 0, false);
+}
+
+/* The owner's free objects of a frozen slab: its local list, else its remote list, else
+ * the next step of its untouched objects (slab.c, section 9): memory already touched is
+ * reused before more is. */
+static void *take_slab_freelist(struct uslub_cache *c, struct page_desc *s)
+{
+	void *fl = s->local_free;
+	if (fl) {
+		s->local_free = NULL;
+		s->local_count = 0;
+		return fl;
+	}
+	uint64_t old = atomic_load_explicit(&s->word, memory_order_acquire);
+	while (w_head(old)) {
+		if (atomic_compare_exchange_weak_explicit(
+			&s->word, &old, w_make(0, s->objects, W_FROZEN), memory_order_acquire,
+			memory_order_relaxed))
+			return decode(w_head(old), page_address(s));
+	}
+	unsigned n;
+	return uslub_slab_extend(c, s, &n);
+}
+
+/* ___slab_alloc: an object from the thread's slab layer - its freelist, else a slab's
+ * lists. Below the sheaf, or with sheaves off (and for debug caches) the path itself. */
+void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls)
+{
+	struct cache_cpu *cc = &t->cpu[cls];
+	struct uslub_cache *c = &uslub_caches[cls];
+	struct page_desc *s;
+	void *fl, *object = cc->freelist;
+
+	if (object) {
+		/* Filled meanwhile: the thread was just set up, or a recursion refilled. */
+		cc->freelist = get_next_checked(c, cc->slab, object);
+		mark_allocated(object);
+		/* Not a sheaf pop: the derived free count must not see it (uslub_cc_stat). */
+		uslub_stat(cc, ALLOC_FASTPATH);
+		uslub_stat_add(cc, FREE_FASTPATH, (uint64_t)-1);
+		return object;
+	}
+	s = cc->slab;
+	if (unlikely(c->debug) && s && s->local_free) {
+		/* A debug cache keeps its free objects on the slab's local list, never on
+		 * the thread freelist, and takes them one at a time. */
+		object = s->local_free;
+		s->local_free = get_next(c, object);
+		s->local_count--;
+		uslub_stat(cc, ALLOC_SLOWPATH);
+		return object;
+	}
+	if (s) {
+		fl = take_slab_freelist(c, s);
+		if (fl) {
+			uslub_stat(cc, ALLOC_REFILL);
+			goto load;
+		}
+		cc->slab = NULL;
+		uslub_stat(cc, DEACTIVATE_BYPASS);
+		uslub_deactivate_slab(c, s, NULL, t);
+	}
+	while ((s = cc->partial)) {
+		cc->partial = s->next;
+		s->next = NULL;
+		cc->nr_partial--;
+		fl = take_slab_freelist(c, s);
+		if (fl) {
+			cc->slab = s;
+			uslub_stat(cc, CPU_PARTIAL_ALLOC);
+			goto load;
+		}
+		uslub_deactivate_slab(c, s, NULL, t);
+	}
+	/* Needing a new slab is when a migration is looked for: sched_getcpu is a vDSO
+	 * call, and once per slab costs nothing next to the slab. */
+	if (uslub_nr_nodes > 1 && !uslub_topo.round_robin) {
+		unsigned node = uslub_node_current();
+		if (node != t->node) {
+			uslub_stat(cc, ALLOC_NODE_MISMATCH);
+			t->node = node;
+		}
+	}
+	s = uslub_get_partial(c, t, cc, &fl);
+	if (s) {
+		cc->slab = s;
+		goto load;
+	}
+	s = uslub_new_slab(c, t, cc, &fl);
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cc->slab = s;
+load:
+	uslub_stat(cc, ALLOC_SLOWPATH);
+	if (unlikely(c->debug)) {
+		/* The rest waits on the slab's local list (empty here: each way to `load`
+		 * took or found it so), counted once per load, not once per object. */
+		uint16_t n = 0;
+		s->local_free = get_next(c, fl);
+		for (void *p = s->local_free; p && n < s->objects; p = get_next(c, p))
+			n++;
+		s->local_count = n;
+		return fl;
+	}
+	cc->freelist = get_next_checked(c, s, fl);
+	mark_allocated(fl);
+	return fl;
+}
+
+static void *alloc_class(unsigned cls)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	/* A safe point: no cache state is half-changed here, so the nested allocations of
+	 * pthread_create are harmless. */
+	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
+		uslub_replenish_start();
+	if (unlikely(t->state == THREAD_EMPTY))
+		t = uslub_thread_create();
+	if (likely(t && t->state == THREAD_LIVE)) {
+		unsigned half = 0;
+		uslub_sheaf_open(t, &t->cpu[cls], cls);
+		if (t->cpu[cls].sheaf_cap) {
+			void *object = uslub_sheaf_refill_barn(t, cls, &half);
+			if (object)
+				return object;
+		}
+		return refill_below(t, cls, half);
+	}
+	/* No state of our own (exiting thread, or none could be made): share one. */
+	pthread_mutex_lock(&uslub_orphan_lock);
+	void *object = uslub_alloc_refill(&uslub_orphan_thread, cls);
+	pthread_mutex_unlock(&uslub_orphan_lock);
+	return object;
+}
+
+/* malloc and uslub_slab_alloc_slow reach here by tail calls, so the return address is
+ * the program's call site: what USLUB_DEBUG=U records. */
+void *uslub_slab_alloc_class(unsigned cls, size_t size)
+{
+	void *object = alloc_class(cls);
+	struct uslub_cache *c = &uslub_caches[cls];
+	if (unlikely(c->debug) && object)
+		uslub_debug_alloc(c, page_desc_of(object)->head, object, size,
+				  __builtin_return_address(0));
+	return object;
+}

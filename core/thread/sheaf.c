@@ -1,0 +1,661 @@
+/* Sheaves and barns (slab.c, section 6): per thread and cache, the array of free objects
+ * that malloc pops and free pushes; per node and cache, the barn of full sheaves that
+ * threads trade. Everything here is off the fast path: a sheaf that ran empty or full. */
+#include "internal.h"
+#include "os/os.h"
+#include "replenish/replenish.h"
+#include "slab/slab.h"
+
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+struct barn *uslub_barns[MAX_NODES];
+
+/* ---- the barn --------------------------------------------------------------------- */
+
+/* A waiter spins while the holder copies; past a few dozen tries the holder was likely
+ * preempted (more threads than cores), and the waiter gives up its time slice. */
+static inline void barn_lock(struct barn *b)
+{
+	while (unlikely(atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))) {
+		for (unsigned spins = 0; atomic_load_explicit(&b->lock, memory_order_relaxed);)
+			if (++spins < 64) {
+				cpu_relax();
+			} else {
+				uslub_os_yield();
+				spins = 0;
+			}
+	}
+}
+static inline void barn_unlock(struct barn *b)
+{
+	atomic_store_explicit(&b->lock, 0, memory_order_release);
+}
+
+/* What cache c's barn holds at most: BARN_BYTES of objects, within BARN_MIN_SHEAVES
+ * sheaves and BARN_MAX objects, in whole sheaves. 0 without sheaves. */
+static uint32_t barn_limit(const struct uslub_cache *c)
+{
+	uint32_t cap = c->sheaf_capacity;
+	if (!cap)
+		return 0;
+	uint64_t n = BARN_BYTES / c->size;
+	if (n > BARN_MAX)
+		n = BARN_MAX;
+	n -= n % cap;
+	return n < BARN_MIN_SHEAVES * cap ? BARN_MIN_SHEAVES * cap : (uint32_t)n;
+}
+
+/* Node's barns, made at the node's first barn_put: the caches' barns and their slots in
+ * one block of pages (under 256 KiB, touched as used), never freed. Made under cache 0's
+ * list_lock of the node, which fork and the heap walker hold before they take the barn
+ * locks, so a barn never appears while they look. */
+static struct barn *barns_of(unsigned node)
+{
+	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	if (likely(b))
+		return b;
+	size_t bytes = sizeof(struct barn) * USLUB_NR_CLASSES;
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		bytes += barn_limit(&uslub_caches[i]) * sizeof(void *);
+	unsigned order = 0;
+	while ((USLUB_PAGE_SIZE << order) < bytes)
+		order++;
+	pthread_mutex_t *guard = &cache_node_of(&uslub_caches[0], node)->list_lock;
+	pthread_mutex_lock(guard);
+	b = uslub_barns[node];
+	if (!b) {
+		struct page_desc *d = uslub_pages_alloc(node, order, 0);
+		if (d) {
+			for (size_t i = 1; i < (1UL << order); i++)
+				d[i].head = d;
+			d->order = (uint8_t)order;
+			d->cls = CLS_NONE;
+			__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
+			__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
+			b = page_address(d);
+			void **slots = (void **)(b + USLUB_NR_CLASSES);
+			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+				atomic_store_explicit(&b[i].lock, 0, memory_order_relaxed);
+				b[i].count = 0;
+				b[i].low = 0;
+				b[i].limit = barn_limit(&uslub_caches[i]);
+				b[i].objects = slots;
+				slots += b[i].limit;
+			}
+			__atomic_store_n(&uslub_barns[node], b, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(guard);
+	return b;
+}
+
+/* barn_put: the n objects of a full sheaf into the node's barn, all or none. */
+static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
+{
+	struct barn *b = barns_of(node);
+	bool done = false;
+	if (b) {
+		b += c->cls;
+		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <= b->limit) {
+			barn_lock(b);
+			if (b->count + n <= b->limit) {
+				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
+				__atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
+				done = true;
+			}
+			barn_unlock(b);
+		}
+	}
+	__atomic_fetch_add(&c->stat[done ? USLUB_STAT_BARN_PUT : USLUB_STAT_BARN_PUT_FAIL], 1,
+			   __ATOMIC_RELAXED);
+	return done;
+}
+
+/* barn_get: up to `want` objects from the node's barn into `dst`; how many. */
+static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want)
+{
+	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	unsigned n = 0;
+	if (b) {
+		b += c->cls;
+		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
+			barn_lock(b);
+			n = b->count < want ? b->count : want;
+			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
+			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+			if (b->count < b->low)
+				b->low = b->count;
+			barn_unlock(b);
+		}
+	}
+	if (n)
+		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_GET], 1, __ATOMIC_RELAXED);
+	return n;
+}
+
+/* ---- flushing to the slabs -------------------------------------------------------- */
+
+/* n free objects of cache c (marked free, counted in their slabs' inuse) back to their
+ * slabs, as kmem_cache_free_bulk does: from the top of the array down, each object
+ * gathers the objects of its slab that lie below it into one detached list, looking past
+ * at most one object of another slab in a row (build_detached_freelist looks past three:
+ * a sheaf filled in allocation order holds runs of one slab, which need none, and a
+ * random one gains nothing from a longer search - callgrind, random replacement: 244
+ * instructions a step looking past one, 249 past three; batches of 4 KiB alike). The list is pushed
+ * onto the slab's local list if t holds the slab, else onto its remote list with one
+ * compare-and-swap. The array is consumed. */
+static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n)
+{
+	/* The objects' descriptors are cold (free read only the dense page tests): ask for
+	 * them all first, so their misses overlap instead of coming one per slab. */
+	for (unsigned i = n; i--;)
+		__builtin_prefetch(page_desc_of(objects[i]), 1);
+	for (unsigned i = n; i--;) {
+		void *head = objects[i];
+		if (!head)
+			continue;
+		struct page_desc *s = block_of(head);
+		uintptr_t base = (uintptr_t)page_address(s);
+		uintptr_t bytes = USLUB_PAGE_SIZE << s->order;
+		void *tail = head;
+		unsigned count = 1, misses = 0;
+		for (unsigned j = i; j-- && misses <= 1;) {
+			void *p = objects[j];
+			if (!p)
+				continue;
+			if ((uintptr_t)p - base < bytes) {
+				set_next(c, tail, p);
+				tail = p;
+				objects[j] = NULL;
+				count++;
+			} else {
+				misses++;
+			}
+		}
+		if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
+			set_next(c, tail, s->local_free);
+			s->local_free = head;
+			s->local_count = (uint16_t)(s->local_count + count);
+		} else {
+			uslub_slab_free_chain(c, s, head, tail, count, t);
+		}
+	}
+}
+
+/* ---- the sheaf's slow paths ------------------------------------------------------- */
+
+/* How many objects a sheaf's slow path moves, in or out. A program whose allocations and
+ * frees of a cache alternate - a working set replaced at random - walks its sheaf up and
+ * down at random; moving half a sheaf leaves it in the middle, and such a walk takes
+ * about (cap/2)^2 operations to reach either end again, against about cap from the end a
+ * whole-sheaf move leaves it at (callgrind, thread_local: 404 M instructions against 419
+ * M; random replacement 264 per step against 272). A program that allocates or frees a
+ * run of them - a batch, a producer, a consumer - meets the same end twice in a row, and
+ * then moves whole sheaves (batches of 1000 at 64 B: 100 instructions a pair, against 120
+ * with halves only). */
+enum { SHEAF_REFILLED = 1, SHEAF_SPILLED = 2 };
+static inline void barns_decay_soon(void);
+
+static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
+{
+	bool again = cc->last_move == what;
+	cc->last_move = (uint8_t)what;
+	return again ? n : (n + 1) / 2;
+}
+
+/* Refills of a thread's first objects of a cache come from slabs the node shares, a few
+ * objects at a time (1, 2, 4), before the thread takes a slab of its own: a thread that
+ * allocates a dozen small blocks of different sizes then costs a dozen objects, not a
+ * slab per cache (the kernel's per-CPU slab has no such cost: a CPU is never idle for
+ * long with one; a thread may be). */
+#define SHARED_REFILLS 3
+
+/* Up to `want` free objects off the remote list of s, an unfrozen slab on the node's
+ * partial list, under the node's list_lock: only list_lock holders take from such a list
+ * (frees only push onto it), so the walk's snapshot stays valid until the compare-and-swap
+ * that detaches it, which a concurrent push makes retry. A take that would leave the list
+ * empty while the slab has untouched objects first carves a step of them onto it (slab.c,
+ * section 9). Returns how many, in dst. */
+static unsigned take_shared(struct uslub_cache *c, struct cache_node *n, struct page_desc *s,
+			    void **dst, unsigned want)
+{
+	char *base = page_address(s);
+	uint64_t old = atomic_load_explicit(&s->word, memory_order_acquire);
+	for (;;) {
+		void *p = decode(w_head(old), base);
+		unsigned k = 0;
+		while (p && k < want) {
+			dst[k++] = p;
+			p = get_next_checked(c, s, p);
+		}
+		if (!p && s->objects < uslub_slab_capacity(c, s)) {
+			/* Pushed like a chain of frees: carved and listed, so inuse stays. */
+			void *tail;
+			unsigned count;
+			void *head = uslub_slab_carve(c, s, &tail, &count);
+			do
+				set_next(c, tail, decode(w_head(old), base));
+			while (!atomic_compare_exchange_weak_explicit(
+			    &s->word, &old,
+			    w_make(encode(head, base), w_inuse(old), old & W_FROZEN),
+			    memory_order_acq_rel, memory_order_acquire));
+			old = atomic_load_explicit(&s->word, memory_order_acquire);
+			continue;
+		}
+		if (!k)
+			break;
+		/* A take that empties the list makes the slab full: off the list first. The
+		 * next free sees the empty list and freezes the slab onto its thread's
+		 * partial list without list_lock, through the link that shares the list's
+		 * room, so the slab must not be on the node's list by then. */
+		if (!p)
+			remove_partial(n, s);
+		uint64_t new = w_make(encode(p, base), w_inuse(old) + k, 0);
+		/* acq_rel: the release orders the list's unlinking before the word that lets
+		 * a free freeze the slab and write the link (the same instruction on x86). */
+		if (atomic_compare_exchange_weak_explicit(&s->word, &old, new, memory_order_acq_rel,
+							  memory_order_acquire))
+			return k;
+		if (!p)
+			add_partial(n, s, false); /* back where it was: the list's first */
+	}
+	remove_partial(n, s); /* nothing free on it: not a partial slab */
+	return 0;
+}
+
+/* A refill for a thread that holds no slab of the cache: from the first slab of the
+ * node's partial list, or a new slab that goes onto that list with what the thread does
+ * not take. With several nodes, other nodes' partial slabs come before a new slab, as the
+ * ordinary refill searches them (get_any_partial). NULL when there is no memory. */
+static void *refill_shared(struct uslub_thread *t, struct uslub_cache *c, struct cache_cpu *cc,
+			   unsigned want)
+{
+	struct cache_node *n = cache_node_of(c, t->node);
+	unsigned k = 0;
+	if (__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&n->list_lock);
+		if (n->nr_partial) {
+			struct page_desc *s =
+			    cds_list_first_entry(&n->partial, struct page_desc, list);
+			k = take_shared(c, n, s, cc->sheaf, want);
+		}
+		pthread_mutex_unlock(&n->list_lock);
+		if (k)
+			uslub_stat(cc, ALLOC_FROM_PARTIAL);
+	}
+	if (!k && uslub_nr_nodes > 1)
+		return uslub_alloc_refill(t, c->cls); /* other nodes first: get_any_partial */
+	if (!k) {
+		void *fl;
+		struct page_desc *s = uslub_new_slab(c, t, cc, &fl);
+		if (!s)
+			return NULL;
+		while (fl && k < want) {
+			cc->sheaf[k++] = fl;
+			fl = get_next_checked(c, s, fl);
+		}
+		/* The rest is the node's, as the local list of a slab let go at once. */
+		s->local_free = fl;
+		s->local_count = (uint16_t)(s->objects - k);
+		uslub_deactivate_slab(c, s, NULL, t);
+	}
+	void *object = cc->sheaf[k - 1];
+	sheaf_set_count(cc, k - 1);
+	mark_allocated(object);
+	uslub_stat(cc, ALLOC_SLOWPATH);
+	return object;
+}
+
+/* The next step of the untouched objects of s, the thread's current slab, while its own
+ * lists are empty; else NULL. */
+static void *carve_more(struct uslub_cache *c, struct page_desc *s)
+{
+	if (s->local_free || s->objects == uslub_slab_capacity(c, s) ||
+	    w_head(atomic_load_explicit(&s->word, memory_order_relaxed)))
+		return NULL;
+	unsigned n;
+	return uslub_slab_extend(c, s, &n);
+}
+
+/* A refill's walk of free lists, several side by side: the current slab's freelist and
+ * the local lists of the first partial slabs the thread holds. A free list of objects
+ * freed long ago is cold, and one list walked alone waits for each link before it can
+ * ask for the next: a refill of 30 objects then costs 30 misses in a row, with no work
+ * of the program to hide them (the allocator before sheaves popped one link per malloc,
+ * and the program's own work overlapped each miss). Walked side by side, the lists'
+ * misses overlap each other. WALK_LISTS: four misses in flight, what a core's fill
+ * buffers take with room to spare. */
+#define WALK_LISTS 4
+struct walk {
+	void *p[WALK_LISTS];
+	uintptr_t bits[WALK_LISTS];
+	struct page_desc *slab[WALK_LISTS];
+	unsigned taken[WALK_LISTS];
+	unsigned lists;
+};
+
+static void walk_start(struct walk *w, struct cache_cpu *cc, struct uslub_cache *c)
+{
+	w->p[0] = cc->freelist;
+	w->bits[0] = cc->slab ? slab_bits(cc->slab) : 0;
+	w->slab[0] = cc->slab;
+	w->taken[0] = 0;
+	w->lists = 1;
+	unsigned looked = 0;
+	for (struct page_desc *s = cc->partial; s && w->lists < WALK_LISTS; s = s->next) {
+		if (++looked > c->cpu_partial_slabs)
+			break; /* bounded: a corrupted chain is not followed forever */
+		if (!s->local_free)
+			continue;
+		w->p[w->lists] = s->local_free;
+		w->bits[w->lists] = slab_bits(s);
+		w->slab[w->lists] = s;
+		w->taken[w->lists] = 0;
+		w->lists++;
+	}
+}
+
+/* Up to `room` objects below `top`: one list to its end, else one from each in turn. */
+static inline unsigned walk_step(struct walk *w, struct cache_cpu *cc, void **top, unsigned room)
+{
+	unsigned got = 0;
+	if (w->lists == 1) {
+		void *q = w->p[0];
+		uintptr_t bits = w->bits[0];
+		while (q && got < room) {
+			if (unlikely(((uintptr_t)q ^ bits) >> (bits & 63)))
+				uslub_freelist_corrupt(cc, q);
+			*--top = q;
+			got++;
+			q = link_get(q);
+		}
+		w->p[0] = q;
+		return got;
+	}
+	for (unsigned i = 0; i < w->lists && got < room; i++) {
+		void *q = w->p[i];
+		if (!q)
+			continue;
+		if (unlikely(((uintptr_t)q ^ w->bits[i]) >> (w->bits[i] & 63)))
+			uslub_freelist_corrupt(cc, q);
+		*--top = q;
+		got++;
+		w->taken[i]++;
+		w->p[i] = link_get(q);
+	}
+	return got;
+}
+
+/* The partial slabs' lists keep what was not taken; the current slab's is returned. */
+static void *walk_end(struct walk *w)
+{
+	for (unsigned i = 1; i < w->lists; i++) {
+		w->slab[i]->local_free = w->p[i];
+		w->slab[i]->local_count = (uint16_t)(w->slab[i]->local_count - w->taken[i]);
+	}
+	return w->p[0];
+}
+
+/* The thread's sheaf of cls is empty: a full sheaf from the node's barn, without the
+ * thread's slow-path lock (the idle drain never touches sheaves or barns), or NULL with
+ * the sheaf's share to take from the slab layer in *half. The object returned is counted
+ * as a slow allocation; the sheaf's are counted as they are popped. */
+void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *half)
+{
+	struct cache_cpu *cc = &t->cpu[cls];
+	atomic_store_explicit(&t->active, true, memory_order_relaxed);
+	barns_decay_soon();
+	*half = sheaf_move(cc, SHEAF_REFILLED, cc->sheaf_cap);
+	unsigned n = barn_get(&uslub_caches[cls], t->node, cc->sheaf, *half);
+	if (!n) {
+		uslub_stat(cc, BARN_GET_FAIL);
+		return NULL;
+	}
+	void *object = cc->sheaf[n - 1];
+	sheaf_set_count(cc, n - 1);
+	mark_allocated(object);
+	uslub_stat(cc, ALLOC_SLOWPATH);
+	return object;
+}
+
+/* ... else the thread's slab layer, whose freelist then fills `half` of the sheaf. Under
+ * the slow-path lock. */
+void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
+{
+	struct cache_cpu *cc = &t->cpu[cls];
+	struct uslub_cache *c = &uslub_caches[cls];
+	unsigned cap = cc->sheaf_cap, n;
+	void *object;
+
+	if (!cc->slab && !cc->freelist && cc->shared_refills < SHARED_REFILLS) {
+		unsigned want = 1u << cc->shared_refills++;
+		return refill_shared(t, c, cc, want < cap ? want : cap);
+	}
+	if (cc->freelist) {
+		object = cc->freelist;
+		cc->freelist = get_next_checked(c, cc->slab, object);
+		mark_allocated(object);
+		uslub_stat(cc, ALLOC_SLOWPATH);
+	} else {
+		object = uslub_alloc_refill(t, cls);
+		if (!object)
+			return NULL;
+	}
+	/* The slab's objects keep their marks: they are free until popped. Each is checked
+	 * to lie in its slab before its free pointer is read (slab.c, section 7). */
+	struct walk w;
+	walk_start(&w, cc, c);
+	/* Filled from the top down, since malloc pops from the top: the objects go out in
+	 * the freelist's order, which in a fresh slab is address order, so objects allocated
+	 * one after another lie one after another, as a program that walks them in that
+	 * order wants (its prefetchers do). */
+	void **top = cc->sheaf + half;
+	n = 0;
+	while (n < half) {
+		unsigned got = walk_step(&w, cc, top, half - n);
+		if (!got) {
+			/* A freelist that ends before the sheaf is full goes on into the slab's
+			 * untouched objects, a step at a time (slab.c, section 9): carving
+			 * touches what the sheaf asks for, and the sheaf's slow paths stay as
+			 * rare as with whole slabs threaded at once. Frees waiting on the
+			 * slab's own lists come first, at the next refill. */
+			if (!(w.p[0] = carve_more(c, cc->slab)))
+				break;
+			continue;
+		}
+		top -= got;
+		n += got;
+	}
+	void *p = walk_end(&w);
+	cc->freelist = p;
+	if (n < half) /* the slab ran out: what was taken moves down to the bottom */
+		memmove(cc->sheaf, top, n * sizeof(void *));
+	sheaf_set_count(cc, n);
+	if (n)
+		uslub_stat(cc, SHEAF_REFILL);
+	return object;
+}
+
+/* free found the thread's sheaf of p's cache full, or not open yet (its first free of
+ * the class, a thread without state: free_slow sends those here). p is an object's start
+ * in a slab and not marked free (the fast path or free_slow checked both). A full sheaf
+ * goes to the barn whole, or when the barn is full back to its slabs; p then starts the
+ * empty sheaf. */
+void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	unsigned cls = (unsigned)(cc - t->cpu);
+	struct uslub_cache *c = &uslub_caches[cls];
+	/* A thread that frees before it ever allocates (a consumer) gets its state here, so
+	 * its frees have a sheaf too instead of a compare-and-swap each. */
+	if (unlikely(t->state == THREAD_EMPTY) && !c->debug && c->sheaf_capacity) {
+		struct uslub_thread *made = uslub_thread_create();
+		if (made)
+			t = made;
+	}
+	cc = &t->cpu[cls];
+	unsigned n = cc->sheaf_count;
+	uslub_sheaf_open(t, cc, cls);
+	if (!cc->sheaf_cap) {
+		uslub_free_slab(p, block_of(p));
+		return;
+	}
+	if (n < cc->sheaf_cap) {
+		/* The sheaf was just opened: empty. A push, counted as the fast path's are
+		 * (internal.h, uslub_cc_stat). */
+		mark_free(p);
+		cc->sheaf[n] = p;
+		cc->sheaf_count = (uint16_t)(n + 1);
+		return;
+	}
+	/* The older objects go; the newer stay for the next allocations. */
+	unsigned half = sheaf_move(cc, SHEAF_SPILLED, n);
+	barns_decay_soon();
+	if (!barn_put(c, t->node, cc->sheaf, half)) {
+		bool in = uslub_slow_enter(t);
+		flush_objects(c, t, cc->sheaf, half);
+		uslub_slow_exit(t, in);
+		uslub_stat_add(cc, SHEAF_FLUSH, half);
+	}
+	if (n > half) /* not a whole sheaf: the newer rest moves down (no call otherwise) */
+		memmove(cc->sheaf, cc->sheaf + half, (n - half) * sizeof(void *));
+	mark_free(p);
+	cc->sheaf[n - half] = p;
+	sheaf_set_count(cc, n - half + 1);
+	uslub_stat(cc, FREE_SLOWPATH);
+	/* A safe point, as the allocation slow path's: the flush may have freed the pages
+	 * that make the background thread worth starting, and a program that frees a spike
+	 * then runs on its sheaves alone would reach no other slow path. */
+	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
+		uslub_replenish_start();
+}
+
+/* The objects were counted as freed when they went into the sheaf, so sending them on
+ * counts nothing again. `final` also closes the sheaves (thread exit). */
+void uslub_sheaves_flush(struct uslub_thread *t, bool final)
+{
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		struct cache_cpu *cc = &t->cpu[i];
+		if (final)
+			cc->sheaf_cap = 0;
+		if (cc->sheaf_count) {
+			flush_objects(&uslub_caches[i], t, cc->sheaf, cc->sheaf_count);
+			uslub_stat_add(cc, SHEAF_FLUSH, cc->sheaf_count);
+			sheaf_set_count(cc, 0);
+		}
+	}
+}
+
+/* The bottom of a barn is what was put there longest ago; the top is what threads take.
+ * `low` objects were not taken for a whole period: they go, a sheaf's worth at a time from
+ * the bottom, the rest moved down, so no barn stays locked over the slab work. They are
+ * sent as by a thread without state, which freezes no slab for itself. */
+static void barn_decay(struct uslub_cache *c, struct barn *b)
+{
+	void *batch[SHEAF_MAX];
+	barn_lock(b);
+	uint32_t old = b->low < b->count ? b->low : b->count;
+	b->low = b->count - old;
+	barn_unlock(b);
+	while (old) {
+		barn_lock(b);
+		unsigned n = old < SHEAF_MAX ? old : SHEAF_MAX;
+		if (n > b->count)
+			n = b->count;
+		memcpy(batch, b->objects, n * sizeof(void *));
+		memmove(b->objects, b->objects + n, (b->count - n) * sizeof(void *));
+		__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+		b->low = b->low > n ? b->low - n : 0;
+		barn_unlock(b);
+		if (!n)
+			break;
+		flush_objects(c, &uslub_empty_thread, batch, n);
+		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_FLUSH], n, __ATOMIC_RELAXED);
+		old -= n;
+	}
+	barn_lock(b);
+	b->low = b->count;
+	barn_unlock(b);
+}
+
+/* malloc_trim: everything the barns hold goes back to the slabs, so empty slabs can go
+ * back to the page allocator - the decay's work with every object counted as unused. */
+void uslub_barns_flush(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
+			barn_lock(&b[i]);
+			b[i].low = b[i].count;
+			barn_unlock(&b[i]);
+			barn_decay(&uslub_caches[i], &b[i]);
+		}
+	}
+}
+
+/* The sheaves' slow paths run every few dozen operations; the clock (a vDSO call) each
+ * time cost 3 instructions per malloc+free pair in batches. The time-stamp counter,
+ * one instruction, spaces the clock reads out to one per 2^22 cycles (1-4 ms on the
+ * clocks of today), far below the decay period. Elsewhere, the clock each time. */
+static inline bool barn_decay_due(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	static _Atomic uint64_t last_tsc;
+	uint64_t tsc = __builtin_ia32_rdtsc();
+	if (tsc - atomic_load_explicit(&last_tsc, memory_order_relaxed) < (1ULL << 22))
+		return false;
+	atomic_store_explicit(&last_tsc, tsc, memory_order_relaxed);
+#endif
+	return true;
+}
+
+static inline void barns_decay_soon(void)
+{
+	if (unlikely(barn_decay_due()))
+		uslub_barns_decay();
+}
+
+void uslub_barns_decay(void)
+{
+	static _Atomic uint64_t last;
+	uint64_t now = uslub_os_now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
+	if (now - then < BARN_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
+		return;
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
+				barn_decay(&uslub_caches[i], &b[i]);
+	}
+}
+
+bool uslub_barns_held(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
+				return true;
+	}
+	return false;
+}
+
+void uslub_barns_lock_all(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			barn_lock(&b[i]);
+	}
+}
+
+void uslub_barns_unlock_all(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			barn_unlock(&b[i]);
+	}
+}

@@ -1,0 +1,578 @@
+/* Threads: the per-thread state (kmem_cache_cpu for every cache, and the page cache of
+ * orders 0-3 that stands in for the kernel's per-CPU pagesets), its registry, its teardown,
+ * and the reaping of states whose thread is gone. Start-up and fork: startup.c. */
+#include "internal.h"
+#include "os/options.h"
+#include "page/node.h"
+#include "os/os.h"
+#include "replenish/replenish.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+/* For urcu-bp's per-thread reader record (in_urcu_read_section); the calls made here are
+ * the library's either way. */
+#define _LGPL_SOURCE
+#include <urcu/urcu-bp.h>
+
+/* In .bss, their states set at start-up: as initialised data, 38 KiB of the library's
+ * file (two states of 19 KiB) were mapped into every program that loads it. */
+struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
+static struct uslub_thread dead_thread;
+struct uslub_thread uslub_orphan_thread;
+pthread_mutex_t uslub_orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__thread struct uslub_thread *uslub_tls_thread __attribute__((tls_model("initial-exec"))) =
+    &uslub_empty_thread;
+
+pthread_mutex_t uslub_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+struct uslub_thread *uslub_registry;
+pthread_mutex_t uslub_stat_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static pthread_key_t thread_key;
+
+/* ---- the page cache ------------------------------------------------------------ */
+
+/* A thread's page cache stands in for the kernel's per-CPU pagesets: free blocks of
+ * orders 0..PCP_MAX_ORDER on one list per order, so a thread that discards a slab and
+ * makes another, of any cache, does it without the node lock. Its size follows use, as
+ * the pcp's batch and high do since Linux 6.7:
+ *
+ *  - refill: an order-0 miss brings a batch of pages in one trip to the buddy, as one
+ *    block split up (neighbours, one lock). The batch starts at one page and doubles
+ *    after every second refill, up to 16 pages (the fixed batch before): a thread that
+ *    needs one slab of each of a dozen caches holds what it uses and a page or two; one
+ *    that keeps missing soon takes 16 pages a trip. (Doubling at every refill, one batch
+ *    for all orders, measured on tools/bench/parked_threads: a parked thread held 37
+ *    pages it never used.) Orders 1-3 refill one block at a time: a batch of them would
+ *    be cut from a larger free block, passing over the warm blocks of the order itself
+ *    that other threads freed (measured: prodcons' peak RSS 11.3 MiB instead of 9.1).
+ *  - free: a block goes on its list; past `pcp_high` pages the oldest blocks, round the
+ *    orders, go back until a batch below it, and the batch halves (the thread is
+ *    freeing, not taking). Blocks of orders 1-3 are kept up to PCP_HIGH_ORDER_PAGES per
+ *    order - enough to turn a cache's slabs over, not to hoard what other threads could
+ *    use or the buddy could merge (the kernel limits high-order pcp pages for the same
+ *    reason). Held up to `high` instead, thread_local's peak RSS was 4% higher
+ *    (22.7 MiB against 21.8 before this cache; capped, 21.9).
+ *  - high: PCP_HIGH_MIN at first - one block of the highest order, so a cache whose slabs
+ *    are order 3 turns them over - and raised by each refill's pages up to PCP_HIGH: a
+ *    thread that made a few slabs and went idle keeps a few pages, one that churns keeps
+ *    what its churn needs. Exit and malloc_trim drain it all and start it over.
+ *
+ * The preferred-order try of allocate_slab (slab.c) comes here too: a block on the list
+ * is at hand in the sense of DESIGN.md, and a refill asked with GFP_NOWAIT waits for no
+ * lock and grows nothing. (An order-0 batch is asked without waiting or growing, and
+ * when it is not at hand, one page as the caller asked; the buddy counts the batch's try
+ * among its no-wait misses, as it did before.) Blocks on the lists are of kind
+ * PAGE_UNUSED, like a page in no block (check.c finds them "loose"). */
+
+const char *const uslub_pcp_stat_names[USLUB_NR_PCP_STATS] = {
+#define X(id, name) #name,
+    USLUB_PCP_STAT_ITEMS(X)
+#undef X
+};
+uint64_t uslub_pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
+
+#if USLUB_STATS_ENABLED
+#define pcp_stat(t, item, order, n) ((t)->pcp_stat[USLUB_##item][order] += (n))
+#else
+#define pcp_stat(t, item, order, n) ((void)(t), (void)(order), (void)(n))
+#endif
+
+static void pcp_init(struct uslub_thread *t)
+{
+	for (unsigned o = 0; o < PCP_ORDERS; o++)
+		CDS_INIT_LIST_HEAD(&t->pcp[o]);
+	memset(t->pcp_blocks, 0, sizeof(t->pcp_blocks));
+	t->pcp_count = 0;
+	t->pcp_high = PCP_HIGH_MIN;
+	t->pcp_batch_step = 0;
+}
+
+static void pcp_push(struct uslub_thread *t, struct page_desc *d, unsigned order)
+{
+	d->order = (uint8_t)order;
+	cds_list_add(&d->list, &t->pcp[order]);
+	t->pcp_blocks[order]++;
+	t->pcp_count += 1U << order;
+}
+
+static void pcp_take(struct uslub_thread *t, struct page_desc *d, unsigned order)
+{
+	cds_list_del(&d->list);
+	t->pcp_blocks[order]--;
+	t->pcp_count -= 1U << order;
+}
+
+/* The oldest block of `order` back to the buddy. */
+static void pcp_give_back(struct uslub_thread *t, unsigned order)
+{
+	struct page_desc *d = cds_list_entry(t->pcp[order].prev, struct page_desc, list);
+	pcp_take(t, d, order);
+	pcp_stat(t, PCP_DRAIN, order, 1);
+	uslub_pages_free(d, order);
+}
+
+/* Blocks of 2^order from the buddy onto the list, lowest address on top; false if none. */
+static bool pcp_refill(struct uslub_thread *t, unsigned node, unsigned order, unsigned gfp)
+{
+	unsigned shift = order ? 0 : t->pcp_batch_step / 2; /* log2 of the blocks */
+	unsigned high = t->pcp_high + (1U << (order + shift));
+	t->pcp_high = (uint16_t)(high < PCP_HIGH ? high : PCP_HIGH);
+	while (shift && t->pcp_count + (1U << shift) > t->pcp_high)
+		shift--;
+	struct page_desc *b = NULL;
+	if (shift)
+		b = uslub_pages_alloc(node, order + shift, GFP_NOWAIT);
+	if (!b) {
+		shift = 0;
+		b = uslub_pages_alloc(node, order, gfp);
+		if (!b)
+			return false;
+	}
+	for (unsigned i = 1U << shift; i-- > 0;)
+		pcp_push(t, b + ((size_t)i << order), order);
+	pcp_stat(t, PCP_REFILL, order, 1U << shift);
+	if (!order && t->pcp_batch_step < PCP_BATCH_STEPS)
+		t->pcp_batch_step++;
+	return true;
+}
+
+struct page_desc *uslub_pcp_alloc(struct uslub_thread *t, unsigned node, unsigned order,
+				  unsigned gfp)
+{
+	if (order > PCP_MAX_ORDER)
+		return uslub_pages_alloc(node, order, gfp);
+	if (unlikely(node != t->pcp_node)) {
+		/* The thread moved: its cached blocks are the old node's memory. */
+		uslub_pcp_drain(t, 0);
+		t->pcp_node = node;
+	}
+	struct cds_list_head *h = &t->pcp[order];
+	if (cds_list_empty(h)) {
+		pcp_stat(t, PCP_MISS, order, 1);
+		if (!pcp_refill(t, node, order, gfp))
+			return NULL;
+	} else {
+		pcp_stat(t, PCP_HIT, order, 1);
+	}
+	struct page_desc *d = cds_list_entry(h->next, struct page_desc, list);
+	pcp_take(t, d, order);
+	return d;
+}
+
+/* The oldest block of the first non-empty list from order `o` round, back to the buddy. */
+static void pcp_drain_one(struct uslub_thread *t, unsigned *o)
+{
+	for (unsigned k = 0; k < PCP_ORDERS; k++, *o = (*o + 1) % PCP_ORDERS) {
+		if (cds_list_empty(&t->pcp[*o]))
+			continue;
+		pcp_give_back(t, *o);
+		*o = (*o + 1) % PCP_ORDERS;
+		return;
+	}
+}
+
+void uslub_pcp_free(struct uslub_thread *t, struct page_desc *d, unsigned order)
+{
+	if (order > PCP_MAX_ORDER || region_of(d)->nid != t->pcp_node) {
+		uslub_pages_free(d, order);
+		return;
+	}
+	pcp_push(t, d, order);
+	pcp_stat(t, PCP_FREE, order, 1);
+	if (order && t->pcp_blocks[order] > PCP_HIGH_ORDER_PAGES >> order)
+		pcp_give_back(t, order); /* its oldest, at once (see above) */
+	if (t->pcp_count > t->pcp_high) {
+		/* A batch below high after an order-0 free; after a larger block, just under
+		 * it (the block was the slack), so a turnover of order-3 slabs does not empty
+		 * the cache. */
+		unsigned batch = order ? 0 : 1U << (t->pcp_batch_step / 2);
+		uslub_pcp_drain(t, t->pcp_high > batch ? t->pcp_high - batch : 0);
+		t->pcp_batch_step = t->pcp_batch_step > 2 ? t->pcp_batch_step - 2 : 0;
+	}
+}
+
+void uslub_pcp_drain(struct uslub_thread *t, unsigned keep)
+{
+	/* Each step frees a block while any is left, so pcp_count bounds the steps. */
+	unsigned o = 0;
+	for (unsigned steps = t->pcp_count; t->pcp_count > keep && steps; steps--)
+		pcp_drain_one(t, &o);
+	if (!keep) {
+		t->pcp_high = PCP_HIGH_MIN;
+		t->pcp_batch_step = 0;
+	}
+}
+
+/* ---- thread state ---------------------------------------------------------------- */
+
+/* Reaping (below): states a creation or an exit looks at while a pass is on, and the
+ * least growth of the registry since the last pass that starts one (else half its size). */
+#define SWEEP_BUDGET 4
+#define SWEEP_SLACK  8
+
+static unsigned thread_order(void)
+{
+	return uslub_get_order(sizeof(struct uslub_thread));
+}
+
+/* The reaping pass (see below), under uslub_registry_lock; the sizes are read without it
+ * to decide that there is nothing to do. */
+static struct uslub_thread *sweep_cursor; /* next state the pass looks at */
+static bool sweep_active;
+static unsigned long reg_count;	 /* states in the registry */
+static unsigned long sweep_mark; /* reg_count after the last pass, or its lowest since */
+
+/* The registry of thread states. Writers (a thread's first allocation, a thread's exit)
+ * serialise on uslub_registry_lock; readers - the statistics dump, the live view - walk it
+ * under RCU (urcu-bp, which needs no reader registration: any thread may take a dump) and
+ * take no lock, so a dump never waits for, or holds up, a thread being created inside
+ * malloc. A state leaves the list like cds_list_del_rcu: its own reg_next stays intact for a
+ * reader standing on it, and its pages go back only after a grace period.
+ *
+ * liburcu and malloc: the writer side (synchronize_rcu) only takes liburcu's own mutexes and
+ * blocks signals; a thread's first read lock registers it through mmap and
+ * pthread_setspecific, which allocates only for a key past the first 32 (liburcu creates its
+ * key in its constructor, before the program's). No read lock is ever taken inside malloc:
+ * readers are the dump, the live-view thread and uslub_stats_print. The writer that waits
+ * is a teardown - in the thread-exit destructor, or in a sweep (reaping, below), which may
+ * run inside malloc at a thread's first allocation - and holds no allocator lock then. */
+static void registry_add(struct uslub_thread *t)
+{
+	pthread_mutex_lock(&uslub_registry_lock);
+	__atomic_store_n(&reg_count, reg_count + 1, __ATOMIC_RELAXED);
+	struct uslub_thread *head = uslub_registry;
+	t->reg_prev = NULL;
+	t->reg_next = head;
+	if (head)
+		head->reg_prev = t;
+	/* Publish after the state is initialised (zeroed counters): rcu_assign_pointer. */
+	__atomic_store_n(&uslub_registry, t, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&uslub_registry_lock);
+}
+
+static void registry_del(struct uslub_thread *t)
+{
+	pthread_mutex_lock(&uslub_registry_lock);
+	__atomic_store_n(&reg_count, reg_count - 1, __ATOMIC_RELAXED);
+	if (reg_count < sweep_mark)
+		__atomic_store_n(&sweep_mark, reg_count, __ATOMIC_RELAXED);
+	if (sweep_cursor == t)
+		sweep_cursor = t->reg_next;
+	if (t->reg_prev)
+		__atomic_store_n(&t->reg_prev->reg_next, t->reg_next, __ATOMIC_RELEASE);
+	else
+		__atomic_store_n(&uslub_registry, t->reg_next, __ATOMIC_RELEASE);
+	if (t->reg_next)
+		t->reg_next->reg_prev = t->reg_prev;
+	pthread_mutex_unlock(&uslub_registry_lock);
+	/* A reader may still stand on t: wait until every read-side section that could have
+	 * seen it has ended before the caller frees it. */
+	urcu_bp_synchronize_rcu();
+}
+
+struct uslub_thread *uslub_thread_create(void)
+{
+	/* Before this state is made, so a reaped state's pages can be the new one's. */
+	uslub_threads_reap(SWEEP_BUDGET);
+	unsigned order = thread_order();
+	struct page_desc *d = uslub_pages_alloc(0, order, 0);
+	if (!d)
+		return NULL;
+	bool cold = d->flags & PF_COLD;
+	for (size_t i = 1; i < (1UL << order); i++)
+		d[i].head = d;
+	__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
+	d->cls = CLS_NONE;
+	d->order = (uint8_t)order;
+	d->head = d;
+	struct uslub_thread *t = page_address(d);
+	if (!cold)
+		memset(t, 0, sizeof(*t));
+	t->state = THREAD_LIVE;
+	t->tgid = getpid();
+	t->tid = gettid();
+	t->node = uslub_node_current();
+	pcp_init(t);
+	t->pcp_node = t->node;
+	/* The sheaves open at each class's first slow path (uslub_sheaf_open), not here:
+	 * writing 36 capacities would touch every page of the state, and a thread that
+	 * uses a few classes would pay for all of them in resident memory. */
+	registry_add(t);
+	uslub_tls_thread = t;
+	/* May allocate (for keys past the first 32) and so come back here: by now the
+	 * thread's state is in place, so the nested call takes the ordinary path. */
+	pthread_setspecific(thread_key, t);
+	return t;
+}
+
+_Atomic unsigned long uslub_fold_seq;
+
+/* Folding counters into the caches is done under stat_lock so two exiting threads do
+ * not lose each other's counts. The thread's own counters are zeroed as they are added,
+ * and the fold runs before the thread leaves the registry, so a reader counts each event
+ * once; uslub_fold_seq, odd during the fold, tells a reader that raced with it to retry. */
+void uslub_stats_fold(struct uslub_thread *t)
+{
+	pthread_mutex_lock(&uslub_stat_lock);
+	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_acq_rel);
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		struct cache_cpu *cc = &t->cpu[i];
+		uint64_t free_fast = uslub_cc_stat(cc, USLUB_STAT_FREE_FASTPATH);
+		for (unsigned k = 0; k < USLUB_NR_THREAD_STATS; k++) {
+			uint64_t v = k == USLUB_STAT_FREE_FASTPATH ? free_fast : cc->stat[k];
+			__atomic_fetch_add(&uslub_caches[i].stat[k], v, __ATOMIC_RELAXED);
+			__atomic_store_n(&cc->stat[k], 0, __ATOMIC_RELAXED);
+		}
+		/* What the sheaf holds now is not a fast free to count again. */
+		__atomic_store_n(&cc->stat[USLUB_STAT_FREE_FASTPATH], -(uint64_t)cc->sheaf_count,
+				 __ATOMIC_RELAXED);
+	}
+	for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++) {
+		for (unsigned o = 0; o < PCP_ORDERS; o++) {
+			__atomic_fetch_add(&uslub_pcp_stat[k][o], t->pcp_stat[k][o],
+					   __ATOMIC_RELAXED);
+			__atomic_store_n(&t->pcp_stat[k][o], 0, __ATOMIC_RELAXED);
+		}
+	}
+	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_release);
+	pthread_mutex_unlock(&uslub_stat_lock);
+}
+
+/* What a thread's exit does to its state, done by the thread itself (thread_exit) or,
+ * once it is gone, by a sweeping thread acting for it: every function on this path takes
+ * the state it works for as an argument and never reads uslub_tls_thread. */
+static void thread_teardown(struct uslub_thread *t)
+{
+	/* A drain of the idle state may be under way: it finishes first. */
+	bool in = uslub_slow_enter(t);
+	uslub_thread_flush(t);
+	uslub_large_cache_drain(t);
+	/* Atomic: the idle drain peeks at it under the registry lock, not this one. */
+	__atomic_store_n(&t->state, THREAD_DEAD, __ATOMIC_RELAXED);
+	uslub_slow_exit(t, in);
+	uslub_stats_fold(t);
+	registry_del(t);
+	struct page_desc *d = page_desc_of(t);
+	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
+	uslub_pages_free(d, d->order);
+}
+
+/* Runs when the thread exits (a pthread key destructor). glibc frees thread memory
+ * (its DTV, other keys' data) after this, so the thread's later frees go the remote way
+ * and its later allocations through the shared orphan state. */
+static void thread_exit(void *arg)
+{
+	struct uslub_thread *t = arg;
+	if (!t || t->state != THREAD_LIVE)
+		return;
+	uslub_tls_thread = &dead_thread;
+	thread_teardown(t);
+	/* Outside malloc and any lock: a good time to go on with a pass. */
+	uslub_threads_reap(SWEEP_BUDGET);
+}
+
+/* ---- reaping the states of threads that are gone --------------------------------- */
+
+/* A state made when its thread can no longer run our key destructor is torn down by
+ * someone else, after the thread is gone.
+ *
+ * How it happens: glibc calls key destructors in at most PTHREAD_DESTRUCTOR_ITERATIONS
+ * (4) rounds. A thread whose first allocation comes from another key's destructor gets
+ * its state there, and uslub_thread_create sets our key - which, in rounds 1 to 3, earns
+ * our destructor a call in the next round. In the last round, or after the rounds (glibc's
+ * own thread freeres, C++ thread_local destructors run late, a TLS destructor of a library
+ * unloaded meanwhile), nothing will call it: 10,000 such threads left 2.5 GiB mapped
+ * behind them (tests/test_thread_exit.c). Setting the key again from thread_exit-time
+ * paths is the same re-arming and fails the same way - no round is left to honour it -
+ * and no later hook in a thread's exit is ours to take (the state must outlive glibc's
+ * last free, which may be the thread's own). So the state is reclaimed after the thread
+ * is gone.
+ *
+ * Gone, precisely: tgkill(tgid, tid, 0) fails with ESRCH, so the kernel has no such task
+ * in our process any more and nothing of the thread runs: the state, its slabs' local
+ * lists and its caches are quiescent and may be torn down from any thread, as thread_exit
+ * would. The tid is the one gettid gave the thread when the state was made. A tid reused
+ * by a newer thread only makes the old state wait for that one's exit too; it never lets
+ * a live thread's state go. The thread's exit orders its last stores before the kernel
+ * unhashes the task, which the failed tgkill observed (an acquire fence says so to the
+ * compiler).
+ *
+ * When: looking costs a system call per state (about 1-2 us here), so a program whose
+ * threads all exit normally should not pay it, and does not: its registry does not grow.
+ * A pass over the registry starts once it has grown by half the states it held after the
+ * last pass (or the fewest since), SWEEP_SLACK at least; each thread-state creation, each
+ * normal exit and each replenisher wakeup then looks at SWEEP_BUDGET more states, until
+ * the pass reaches the end. malloc_trim makes a whole pass at once. States left by gone
+ * threads are what makes the registry grow past the trigger, so they never number much
+ * more than half the live threads' plus SWEEP_SLACK, and each costs about three looks
+ * (geometric growth, amortised); a registry that grows with live threads pays the same
+ * once. A just-joined thread may still exist for a moment (the kernel wakes pthread_join
+ * before it unhashes the task); a later pass gets it.
+ *
+ * Serialised: one sweeper at a time (sweep_lock, taken with trylock - a busy sweeper is
+ * as good as our own, and a sweep nested inside a sweep, say a malloc from liburcu, skips
+ * rather than deadlocks); the state it takes is claimed by clearing its tid under the
+ * registry lock, and a thread in thread_exit is alive, so never a sweeper's. Lock order:
+ * sweep_lock, then liburcu's (synchronize_rcu in registry_del), then slab.c's order; fork
+ * takes it first. A sweep holds no other lock of ours, so it may run from inside malloc,
+ * where the caller holds none (the creation of a thread's state). */
+static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
+_Atomic unsigned long uslub_threads_reaped;
+_Atomic unsigned long uslub_threads_drained;
+unsigned uslub_threads_not_idle;
+
+static bool thread_gone(const struct uslub_thread *t)
+{
+	return t->tid && tgkill(t->tgid, t->tid, 0) != 0 && errno == ESRCH;
+}
+
+/* Is the calling thread inside an urcu-bp read-side section? Read from urcu-bp's own
+ * per-thread record (urcu/static/urcu-bp.h) rather than urcu_bp_read_ongoing(), which
+ * registers a thread that never read: every new thread would then be registered from
+ * inside malloc. Not registered means no section. */
+static bool in_urcu_read_section(void)
+{
+	struct urcu_bp_reader *r = URCU_TLS(urcu_bp_reader);
+	return r && (CMM_LOAD_SHARED(r->ctr) & URCU_BP_GP_CTR_NEST_MASK);
+}
+
+void uslub_threads_reap(unsigned budget)
+{
+	/* Tearing a state down waits for a grace period of urcu-bp (registry_del), the
+	 * flavour a program may use too: inside its own read-side section the caller would
+	 * wait for itself. It reaps next time instead. */
+	if (in_urcu_read_section())
+		return;
+	unsigned long mark = __atomic_load_n(&sweep_mark, __ATOMIC_RELAXED);
+	if (budget && !__atomic_load_n(&sweep_active, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&reg_count, __ATOMIC_RELAXED) <=
+		mark + (mark / 2 > SWEEP_SLACK ? mark / 2 : SWEEP_SLACK))
+		return;
+	if (pthread_mutex_trylock(&sweep_lock) != 0)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&uslub_registry_lock);
+	if (!sweep_active || !budget) {
+		__atomic_store_n(&sweep_active, true, __ATOMIC_RELAXED);
+		sweep_cursor = uslub_registry;
+	}
+	pthread_mutex_unlock(&uslub_registry_lock);
+	for (unsigned looked = 0; !budget || looked < budget; looked++) {
+		pthread_mutex_lock(&uslub_registry_lock);
+		struct uslub_thread *t = sweep_cursor;
+		if (!t) {
+			__atomic_store_n(&sweep_active, false, __ATOMIC_RELAXED);
+			__atomic_store_n(&sweep_mark, reg_count, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&uslub_registry_lock);
+			break;
+		}
+		sweep_cursor = t->reg_next;
+		bool gone = thread_gone(t);
+		if (gone)
+			t->tid = 0;
+		pthread_mutex_unlock(&uslub_registry_lock);
+		if (gone) {
+			atomic_thread_fence(memory_order_acquire);
+			thread_teardown(t);
+			atomic_fetch_add_explicit(&uslub_threads_reaped, 1, memory_order_relaxed);
+		}
+	}
+	errno = saved;
+	pthread_mutex_unlock(&sweep_lock);
+}
+
+/* ---- start-up and fork ---------------------------------------------------------- */
+
+void uslub_threads_init(void)
+{
+	dead_thread.state = THREAD_DEAD;
+	uslub_orphan_thread.state = THREAD_ORPHAN;
+	pcp_init(&uslub_orphan_thread);
+	registry_add(&uslub_orphan_thread);
+	pthread_key_create(&thread_key, thread_exit);
+}
+
+/* The sweep is kept out while the process forks (startup.c takes every other lock). */
+void uslub_threads_before_fork(void)
+{
+	pthread_mutex_lock(&sweep_lock);
+}
+
+void uslub_threads_after_fork_parent(void)
+{
+	pthread_mutex_unlock(&sweep_lock);
+}
+
+/* In the child the other threads are gone. Their slabs stay frozen under their names and
+ * are not reclaimed: a thread may have been anywhere in its own lock-free steps when the
+ * fork came, and leaking its few slabs is safe where taking them back is not. So their
+ * states are kept from the sweep (tid 0), and ours takes the child's ids, or the sweep
+ * would find its parent's thread gone one day and tear down the state in use. */
+void uslub_threads_after_fork_child(void)
+{
+	struct uslub_thread *me = uslub_tls_thread;
+	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
+		t->tgid = t == me ? getpid() : 0;
+		t->tid = t == me ? gettid() : 0;
+	}
+	pthread_mutex_init(&sweep_lock, NULL);
+	/* The background thread is gone too, maybe in the middle of a drain of ours. */
+	atomic_store_explicit(&me->slow_lock, 0, memory_order_relaxed);
+}
+
+/* ---- giving back what idle threads hold ------------------------------------------ */
+
+/* Below its sheaves a thread holds, per cache, a slab and a few partial slabs, and a page
+ * cache and a large-block cache: a parked thread would keep them forever (the kernel
+ * drains idle CPUs' page lists from its vmstat work; jemalloc's tcache GC flushes an idle
+ * thread's bins). The owner touches them only on slow paths, under its slow_lock, so the
+ * background thread can take the lock - trylock: a busy thread is not idle - and give
+ * them back: the slabs to their nodes (empty ones to the page allocator), the pages to
+ * the buddy. The sheaves stay: the owner's fast paths use them without a lock (at most
+ * 28 objects a cache). The thread's next refill starts over with shared slabs. */
+static void drain_state(struct uslub_thread *t)
+{
+	uslub_thread_flush_slabs(t);
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		t->cpu[i].shared_refills = 0;
+	uslub_large_cache_drain(t);
+}
+
+unsigned uslub_threads_drain_idle(void)
+{
+	struct uslub_thread *me = uslub_tls_thread;
+	unsigned drained = 0, busy = 0;
+	pthread_mutex_lock(&uslub_registry_lock);
+	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
+		/* tid 0: a state being torn down, or a forked child's copy of a parent's
+		 * thread, whose slabs stay as they are (see above). */
+		if (t == me || __atomic_load_n(&t->state, __ATOMIC_RELAXED) != THREAD_LIVE ||
+		    !t->tid)
+			continue;
+		if (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire)) {
+			busy++;
+			continue;
+		}
+		/* Under the lock again: a teardown may have finished since the peek. */
+		if (t->state != THREAD_LIVE) {
+			atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
+			continue;
+		}
+		if (atomic_exchange_explicit(&t->active, false, memory_order_relaxed)) {
+			t->idle_ticks = 0;
+		} else if (t->idle_ticks < 2 && ++t->idle_ticks == 2) {
+			drain_state(t);
+			drained++;
+		}
+		busy += t->idle_ticks < 2;
+		atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
+	}
+	uslub_threads_not_idle = busy;
+	pthread_mutex_unlock(&uslub_registry_lock);
+	atomic_fetch_add_explicit(&uslub_threads_drained, drained, memory_order_relaxed);
+	return drained;
+}
