@@ -63,6 +63,8 @@ static void no_note(uint64_t warm_bytes)
 	(void)warm_bytes;
 }
 
+_Atomic int uslub_hooks_pending;
+
 struct uslub_hooks uslub_hooks = {
     .set_next = no_set_next,
     .init_object = no_object,

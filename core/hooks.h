@@ -8,6 +8,7 @@
 #ifndef USLUB_HOOKS_H
 #define USLUB_HOOKS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +51,19 @@ struct uslub_hooks {
 };
 
 extern struct uslub_hooks uslub_hooks;
+
+/* Nonzero when an observer has work to start at the next safe point: the background
+ * thread, due at start-up and in a forked child (replenish/), which must not be created
+ * while the allocator holds a lock. */
+extern _Atomic int uslub_hooks_pending;
+
+/* A safe point: no allocator lock held, so a nested malloc (pthread_create's) is
+ * harmless. The allocation and free slow paths pass here. */
+static inline void uslub_safe_point(void)
+{
+	if (__builtin_expect(atomic_load_explicit(&uslub_hooks_pending, memory_order_relaxed), 0))
+		uslub_hooks.background_start();
+}
 
 #pragma GCC visibility pop
 

@@ -5,6 +5,7 @@
  * order-0 fallback serves from fragmented holes, malloc ends in ENOMEM and recovers after
  * frees; the background replenisher starts, prepares warm blocks when woken, is restarted
  * in a forked child and stops cleanly. */
+#include "hooks.h"
 #include "internal.h"
 #include "os/options.h"
 #include "replenish/replenish.h"
@@ -178,7 +179,7 @@ static int wait_for(uint64_t *counter, uint64_t above)
 static void background(void)
 {
 	uslub_config.background = 1;
-	atomic_store(&uslub_replenish_pending, 1);
+	atomic_store(&uslub_hooks_pending, 1);
 	uslub_replenish_start();
 	CHECKF(uslub_replenish_running(), "started");
 	/* Hand every warm page back, so the reserve is empty, then wake it: it rebuilds
@@ -206,7 +207,7 @@ static void background(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		/* The parent's thread is not here: the child starts its own. */
-		int ok = !uslub_replenish_running() && atomic_load(&uslub_replenish_pending);
+		int ok = !uslub_replenish_running() && atomic_load(&uslub_hooks_pending);
 		uslub_replenish_start();
 		ok = ok && uslub_replenish_running();
 		uint64_t wakeups = uslub_replenish_stats.wakeups;

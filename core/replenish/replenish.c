@@ -36,6 +36,7 @@
 #include "replenish/replenish.h"
 
 #include "internal.h"
+#include "hooks.h"
 #include "os/options.h"
 #include "os/os.h"
 #include "slab/slab.h"
@@ -52,7 +53,6 @@
 #define REAP_BUDGET 16
 
 struct uslub_replenish_stats uslub_replenish_stats;
-_Atomic int uslub_replenish_pending;
 
 static _Atomic uint32_t kick_seq;
 static _Atomic int sleeping, stop_requested, running;
@@ -74,7 +74,7 @@ void uslub_replenish_init(void)
 			target_order = uslub_caches[i].order;
 	thp_policy = uslub_os_thp_policy();
 	if (uslub_config.background == USLUB_BG_ON)
-		atomic_store(&uslub_replenish_pending, 1);
+		atomic_store(&uslub_hooks_pending, 1);
 }
 
 static uint64_t reserve_target(void)
@@ -184,7 +184,7 @@ static void *replenish_main(void *arg)
 
 void uslub_replenish_start(void)
 {
-	if (!atomic_exchange(&uslub_replenish_pending, 0) || atomic_load(&running))
+	if (!atomic_exchange(&uslub_hooks_pending, 0) || atomic_load(&running))
 		return;
 	atomic_store(&stop_requested, 0);
 	/* Started from inside whichever malloc came first, it would inherit that thread's
@@ -240,7 +240,7 @@ void uslub_background_note(uint64_t warm_bytes)
 	if (uslub_config.background == USLUB_BG_AUTO &&
 	    !atomic_load_explicit(&armed, memory_order_relaxed) &&
 	    warm_bytes > uslub_release_threshold() && !atomic_exchange(&armed, 1))
-		atomic_store(&uslub_replenish_pending, 1);
+		atomic_store(&uslub_hooks_pending, 1);
 }
 
 void uslub_replenish_after_fork_child(void)
@@ -251,7 +251,7 @@ void uslub_replenish_after_fork_child(void)
 	atomic_store(&replenish_due, 0);
 	/* auto: lazily again, once the child itself has memory to hand back. */
 	atomic_store(&armed, 0);
-	atomic_store(&uslub_replenish_pending, uslub_config.background == USLUB_BG_ON);
+	atomic_store(&uslub_hooks_pending, uslub_config.background == USLUB_BG_ON);
 }
 
 int uslub_replenish_running(void)

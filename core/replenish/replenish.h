@@ -22,9 +22,6 @@ struct uslub_replenish_stats {
 };
 
 extern struct uslub_replenish_stats uslub_replenish_stats;
-/* Nonzero when a thread should be started at the next safe point (no allocator state
- * held): set at start-up and in a forked child. */
-extern _Atomic int uslub_replenish_pending;
 
 void uslub_replenish_init(void);
 /* Start the thread if one is due; called where a nested malloc is harmless. */

@@ -3,6 +3,7 @@
  * refill it from the current slab's local and remote lists, then the thread's partial
  * slabs, then the node partial lists (get_partial, slab.c), and only then a new slab. */
 #include "internal.h"
+#include "hooks.h"
 #include "debug/debug.h"
 #include "page/node.h"
 #include "replenish/replenish.h"
@@ -16,8 +17,7 @@
  * background thread: no cache state is half-changed here. */
 static void *refill_below(struct uslub_thread *t, unsigned cls, unsigned half)
 {
-	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
-		uslub_replenish_start();
+	uslub_safe_point();
 	bool in = uslub_slow_enter(t);
 	void *object = half ? uslub_sheaf_refill(t, cls, half) : uslub_alloc_refill(t, cls);
 	uslub_slow_exit(t, in);
@@ -172,8 +172,7 @@ static void *alloc_class(unsigned cls)
 	struct uslub_thread *t = uslub_tls_thread;
 	/* A safe point: no cache state is half-changed here, so the nested allocations of
 	 * pthread_create are harmless. */
-	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
-		uslub_replenish_start();
+	uslub_safe_point();
 	if (unlikely(t->state == THREAD_EMPTY))
 		t = uslub_thread_create();
 	if (likely(t && t->state == THREAD_LIVE)) {

@@ -2,6 +2,7 @@
  * The inline fast path (slab.h) has already found the pointer's block; everything here
  * takes that answer. */
 #include "internal.h"
+#include "hooks.h"
 #include "debug/debug.h"
 #include "os/print.h"
 #include "replenish/replenish.h"
@@ -110,8 +111,7 @@ static inline __attribute__((always_inline)) void free_slow(void *p, struct page
 	if (s->kind == PAGE_LARGE) {
 		uslub_large_free(s, p); /* takes the thread's slow_lock for its cache */
 		/* A safe point (see uslub_sheaf_overflow). */
-		if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
-			uslub_replenish_start();
+		uslub_safe_point();
 		errno = saved;
 		return;
 	}

@@ -2,6 +2,7 @@
  * that malloc pops and free pushes; per node and cache, the barn of full sheaves that
  * threads trade. Everything here is off the fast path: a sheaf that ran empty or full. */
 #include "internal.h"
+#include "hooks.h"
 #include "os/os.h"
 #include "replenish/replenish.h"
 #include "slab/slab.h"
@@ -528,8 +529,7 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 	/* A safe point, as the allocation slow path's: the flush may have freed the pages
 	 * that make the background thread worth starting, and a program that frees a spike
 	 * then runs on its sheaves alone would reach no other slow path. */
-	if (unlikely(atomic_load_explicit(&uslub_replenish_pending, memory_order_relaxed)))
-		uslub_replenish_start();
+	uslub_safe_point();
 }
 
 /* The objects were counted as freed when they went into the sheaf, so sending them on
