@@ -599,9 +599,15 @@ extern struct uslub_thread *uslub_registry;
 extern pthread_mutex_t uslub_stat_lock;
 
 void *uslub_slab_alloc_slow(size_t size);
-/* free of p, whose block_of() is s: everything but the owner's push and the sheaf. */
+/* free of p, whose block_of() is s, when the fast path did not take it (api/lookup.c). */
 void uslub_free_slow(void *p, struct page_desc *s);
-/* The same, never through a sheaf (the sheaf's slow path, when it has none to open). */
+/* free of p, a live object of slab s (classified, api/lookup.c): into the thread's sheaf,
+ * opened if need be; `caller` is the program's call site. */
+void uslub_object_free(void *p, struct page_desc *s, void *caller);
+/* The same below the sheaf: the slab's local list for its owner, else its remote list. */
+void uslub_slab_object_free(struct uslub_cache *c, struct page_desc *s, void *p,
+			    struct uslub_thread *t);
+/* Transitional: uslub_slab_object_free for sheaf.c. */
 void uslub_free_slab(void *p, struct page_desc *s);
 /* An object of class cls for a request of `size` bytes (what debug caches keep). */
 void *uslub_slab_alloc_class(unsigned cls, size_t size);
@@ -706,10 +712,6 @@ size_t uslub_huge_cache_release(bool all);
 size_t uslub_huge_cache_trim(uint64_t keep);
 /* p was a huge block among the last ones freed. */
 bool uslub_huge_was_freed(const void *p);
-/* A pointer with no live block behind it: a second free of a block whose memory went
- * back (its pages free, or its huge mapping gone) is reported as a double free, anything
- * else as an invalid pointer. Stops the program. */
-__attribute__((noreturn)) void uslub_report_no_block(const char *func, const void *p);
 void *uslub_huge_realloc(void *p, size_t size);
 void uslub_huge_lock(void);
 void uslub_huge_unlock(void);

@@ -29,51 +29,15 @@ void *uslub_calloc(size_t nmemb, size_t size)
 	return uslub_large_alloc(total, 0, true);
 }
 
-/* What a pointer handed to realloc or malloc_usable_size is: its descriptor, and its
- * usable size (the request where a checker watches the bytes after it: debug.h); a
- * pointer that is none of ours is reported and the program stops. */
-enum block_kind { BLOCK_SLAB, BLOCK_LARGE, BLOCK_HUGE };
-
-static enum block_kind classify(const void *p, const char *func, struct page_desc **out,
-				size_t *usable)
-{
-	struct page_desc *s = block_of(p);
-	*out = s;
-	if (!s) {
-		*usable = uslub_huge_usable(p);
-		if (!*usable)
-			uslub_report_no_block(func, p);
-		return BLOCK_HUGE;
-	}
-	if (s->kind == PAGE_LARGE) {
-		size_t bytes = (size_t)s->objects << USLUB_PAGE_SHIFT;
-		if (p != page_address(s))
-			uslub_report_bad_block("invalid pointer", func, p, "inside a large", bytes);
-		if (s->flags & PF_CACHED) /* freed, waiting in a thread's cache */
-			uslub_report_bad_block("double free", func, p, "large", bytes);
-		*usable = uslub_large_usable(s);
-		return BLOCK_LARGE;
-	}
-	if (s->kind != PAGE_SLAB)
-		uslub_report_no_block(func, p);
-	struct uslub_cache *c = &uslub_caches[s->cls];
-	if (unlikely(c->debug) ? uslub_slab_object_start(s, p) != p : !plain_object_at(s, p))
-		uslub_report_bad_free("invalid pointer", func, p, c);
-	if (!c->debug && is_marked_free(p))
-		uslub_report_bad_free("double free", func, p, c);
-	*usable = unlikely(c->debug) ? uslub_debug_usable(c, (void *)p, func) : c->size;
-	return BLOCK_SLAB;
-}
-
 void *uslub_realloc(void *p, size_t size)
 {
 	if (!p)
 		return uslub_malloc_inline(size);
-	struct page_desc *d;
-	size_t usable;
-	enum block_kind kind = classify(p, "realloc", &d, &usable);
+	void *caller = __builtin_return_address(0);
+	struct uslub_ptr ptr;
+	uslub_classify(p, block_of(p), "realloc", CLASSIFY_USABLE, &ptr);
 	if (size == 0) {
-		uslub_free_inline(p);
+		uslub_free_ptr(p, &ptr, caller);
 		return NULL;
 	}
 	if (size > PTRDIFF_MAX) {
@@ -81,25 +45,25 @@ void *uslub_realloc(void *p, size_t size)
 		return NULL;
 	}
 
-	switch (kind) {
-	case BLOCK_SLAB: {
+	switch (ptr.kind) {
+	case PTR_SLAB: {
 		/* Same class, or a shrink that keeps at least half: stay. */
-		struct uslub_cache *c = &uslub_caches[d->cls];
+		struct uslub_cache *c = ptr.c;
 		if (size <= c->size && (size > c->size / 2 || c->size <= 16)) {
 			if (unlikely(c->debug))
-				uslub_debug_resize(c, d, p, size, "realloc");
+				uslub_debug_resize(c, ptr.d, p, size, "realloc");
 			return p;
 		}
 		break;
 	}
-	case BLOCK_LARGE:
+	case PTR_LARGE:
 		if (size > USLUB_MAX_SMALL && size <= HUGE_THRESHOLD) {
-			void *q = uslub_large_realloc(d, p, size);
+			void *q = uslub_large_realloc(ptr.d, p, size);
 			if (q)
 				return q;
 		}
 		break;
-	case BLOCK_HUGE:
+	case PTR_HUGE:
 		if (size > HUGE_THRESHOLD)
 			return uslub_huge_realloc(p, size);
 		break;
@@ -107,8 +71,8 @@ void *uslub_realloc(void *p, size_t size)
 	void *q = uslub_malloc_inline(size);
 	if (!q)
 		return NULL;
-	memcpy(q, p, size < usable ? size : usable);
-	uslub_free_inline(p);
+	memcpy(q, p, size < ptr.usable ? size : ptr.usable);
+	uslub_free_ptr(p, &ptr, caller);
 	return q;
 }
 
@@ -193,10 +157,9 @@ size_t uslub_malloc_usable_size(const void *p)
 {
 	if (!p)
 		return 0;
-	struct page_desc *d;
-	size_t usable;
-	classify(p, "malloc_usable_size", &d, &usable);
-	return usable;
+	struct uslub_ptr ptr;
+	uslub_classify(p, block_of(p), "malloc_usable_size", CLASSIFY_USABLE, &ptr);
+	return ptr.usable;
 }
 
 /* Gives back the calling thread's cached pages and every warm free page but `pad`

@@ -1,6 +1,7 @@
 /* The malloc family on top of the engine, shared by the prefixed API (api.c) and the
- * exported names (preload/malloc.c). malloc and free are the inline fast paths of
- * slab.h; the rest are out of line here. */
+ * exported names (preload/malloc.c): malloc's and free's inline fast paths, each reading
+ * top to bottom on one screen, and the one classification of a pointer (lookup.c) that
+ * every other operation on an existing block takes. */
 #ifndef USLUB_API_IMPL_H
 #define USLUB_API_IMPL_H
 
@@ -8,6 +9,123 @@
 #include "uslub.h" /* the prefixed API: calloc, realloc, ... are implemented under it */
 
 #include <malloc.h>
+
+#pragma GCC visibility push(hidden)
+
+/* ---- what a pointer is (lookup.c) -------------------------------------------------- */
+
+enum uslub_ptr_kind {
+	PTR_SLAB,  /* an object of a slab */
+	PTR_LARGE, /* a large block, in the regions */
+	PTR_HUGE,  /* outside the regions: a huge mapping, if the huge table knows it */
+};
+
+struct uslub_ptr {
+	enum uslub_ptr_kind kind;
+	struct page_desc *d;   /* slab or large block: its head descriptor; huge: NULL */
+	struct uslub_cache *c; /* slab: its cache */
+	size_t usable;	       /* bytes the program may use (the request, where a checker
+				* watches the bytes after it): always for a plain slab
+				* object and a large block, with CLASSIFY_USABLE for the rest */
+};
+
+enum { CLASSIFY_USABLE = 0x1 };
+
+/* Classifies p, whose block_of() is d, for operation `op` (named in a report): a live
+ * block's start, or the program stops with a report of what p is instead (an interior,
+ * foreign or freed pointer). A huge block is not looked up unless CLASSIFY_USABLE asks
+ * for its size: each huge operation looks it up once itself. */
+void uslub_classify(const void *p, struct page_desc *d, const char *op, unsigned flags,
+		    struct uslub_ptr *out);
+/* Frees p, classified; `caller` is the program's call site (USLUB_DEBUG=U). */
+void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, void *caller);
+/* A pointer with no live block behind it: a second free of a block whose memory went
+ * back (its pages free, or its huge mapping gone) is reported as a double free, anything
+ * else as an invalid pointer. Stops the program. */
+__attribute__((noreturn)) void uslub_report_no_block(const char *func, const void *p);
+
+/* ---- the fast paths -------------------------------------------------------------- */
+
+/* v in a register of the compiler's choice that the compiler cannot see through; on
+ * x86-64, in the register named (rdx "d", rcx "c", ...). */
+#if defined(__x86_64__)
+#define KEEP_IN(reg, v) __asm__("" : "+" reg(v))
+#else
+#define KEEP_IN(reg, v) __asm__("" : "+r"(v))
+#endif
+
+/* malloc: the top of the thread's sheaf of the size's cache. An empty sheaf (also every
+ * sheaf of a thread without state, and of a debug cache) sends malloc to the refill. */
+static inline void *uslub_malloc_inline(size_t size)
+{
+	if (likely(size <= USLUB_MAX_SMALL)) {
+		struct cache_cpu *cc =
+		    (struct cache_cpu *)((char *)uslub_tls_thread + uslub_cpu_of[(size + 15) >> 4]);
+		/* As in free, below; and cc, n kept out of the result's register, where GCC 12
+		 * put one and then copied the object over (one instruction more). */
+		KEEP_IN("d", cc);
+		size_t n;
+		/* One decrement, for the index, the count and the test alike: its borrow is
+		 * the empty sheaf (GCC 12 made a test and two decrements of it). */
+		if (likely(!__builtin_sub_overflow((size_t)cc->sheaf_count, 1, &n))) {
+			KEEP_IN("c", n); /* see cc */
+			void *object = cc->sheaf[n];
+			cc->sheaf_count = (uint16_t)n;
+			mark_allocated(object);
+			uslub_stat(cc, ALLOC_FASTPATH);
+			return object;
+		}
+	}
+	return uslub_slab_alloc_slow(size);
+}
+
+/* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
+ * whichever thread holds that slab - no atomic, no slab touched. The pointer must be an
+ * object's start inside a slab: the test of p's own page (every page of a slab carries
+ * one, so `head` is not followed; internal.h) gives the slab's start and the class's
+ * cache_cpu, and one 64x64-bit multiply by the class's magic there tells (Lemire's
+ * test; internal.h). A page that is no slab's has objects 0, which no offset is below;
+ * a sheaf not open has magic 0, which no offset passes. Since p lies in the page, its
+ * offset in the slab is below 2^32 and its quotient below 2^16. And p must not be free
+ * already: every free object carries its mark, whichever list, sheaf or barn it is on
+ * (slab.c, section 7). */
+static inline void uslub_free_inline(void *p)
+{
+	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
+	if (likely(i < REGION_SLOTS)) {
+		const struct page_test *e = page_test_in_table(i, p);
+		struct cache_cpu *cc =
+		    (struct cache_cpu *)((uintptr_t)uslub_tls_thread + e->cpu_off);
+		uint32_t off = (uint32_t)(uintptr_t)p - e->start;
+		uint64_t magic = cc->magic;
+		unsigned __int128 m = (unsigned __int128)off * magic;
+		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < objects_of(e))) {
+			/* The key is read before the stores into p, which the compiler cannot
+			 * tell apart from it. */
+			uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
+			size_t n = cc->sheaf_count;
+			if (unlikely(((uintptr_t *)p)[1] == mark))
+				uslub_double_free(p, page_desc_of(p)->head);
+			if (likely(n < cc->sheaf_cap)) {
+				((uintptr_t *)p)[1] = mark;
+				cc->sheaf[n] = p;
+				/* n is dead after this line: the count is bumped in n's own
+				 * register, not in a copy taken before the stores (GCC 12). */
+				__asm__("" : "+r"(n));
+				/* Counted as free_fastpath without a counter (stats.c). */
+				cc->sheaf_count = (uint16_t)(n + 1);
+				return;
+			}
+			/* The class from the cache_cpu's place: a whole sheaf moves without
+			 * the slab's descriptor ever being read. */
+			uslub_sheaf_overflow(p, cc);
+			return;
+		}
+	}
+	uslub_free_slow(p, block_of(p));
+}
+
+#pragma GCC visibility pop
 
 int uslub_mallopt(int param, int value);
 struct mallinfo2 uslub_mallinfo2(void);

@@ -69,25 +69,29 @@ static noinline __attribute__((noreturn)) void report_size(void *p, size_t size,
 
 void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized_op op)
 {
-	struct page_desc *s = block_of(p);
-	/* Only a live block's start is looked at: free reports anything else (a foreign or
-	 * interior pointer, a double free) as it would without a size. */
-	if (s && s->kind == PAGE_SLAB) {
-		struct uslub_cache *c = &uslub_caches[s->cls];
-		if ((c->debug & DBG_LETTERS) && uslub_slab_object_start(s, p) == p &&
-		    !uslub_debug_is_free(c, p) && !fits_slab(c, size, align, op))
+	if (!p)
+		return;
+	void *caller = __builtin_return_address(0);
+	/* A pointer that is not a live block's start is reported as free reports it without
+	 * a size; a live one's size is checked, then it is freed as classified. */
+	struct uslub_ptr ptr;
+	uslub_classify(p, block_of(p), "free", 0, &ptr);
+	struct page_desc *s = ptr.d;
+	if (ptr.kind == PTR_SLAB) {
+		struct uslub_cache *c = ptr.c;
+		if ((c->debug & DBG_LETTERS) && !uslub_debug_is_free(c, p) &&
+		    !fits_slab(c, size, align, op))
 			report_size(p, size, op, c, NULL, 0);
-	} else if (s && s->kind == PAGE_LARGE) {
-		if (uslub_debug_every_cache && p == page_address(s) && !(s->flags & PF_CACHED) &&
-		    pages_of(size) != s->objects)
+	} else if (ptr.kind == PTR_LARGE) {
+		if (uslub_debug_every_cache && pages_of(size) != s->objects)
 			report_size(p, size, op, NULL, "large",
 				    (size_t)s->objects << USLUB_PAGE_SHIFT);
-	} else if (!s && p && uslub_debug_every_cache) {
+	} else if (uslub_debug_every_cache) {
 		/* The request under a checker (large.c), else the whole mapping: pages
 		 * either way. */
 		size_t len = uslub_huge_usable(p);
 		if (len && pages_of(size) != pages_of(len))
 			report_size(p, size, op, NULL, "huge", len);
 	}
-	uslub_free_inline(p);
+	uslub_free_ptr(p, &ptr, caller);
 }

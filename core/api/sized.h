@@ -12,8 +12,8 @@
 #ifndef USLUB_SIZED_H
 #define USLUB_SIZED_H
 
+#include "api/api.h"
 #include "debug/debug.h"
-#include "slab/slab.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -27,8 +27,8 @@ enum uslub_sized_op {
 };
 
 /* Checks `size` (`align`: 0, or what the block was asked aligned to) against p's block,
- * reports a mismatch and stops the program; otherwise frees p. Ends in the free by a tail
- * call, so USLUB_DEBUG=U still records the program's call site. */
+ * reports a mismatch and stops the program; otherwise frees p, the program's call site
+ * recorded for USLUB_DEBUG=U. */
 void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized_op op);
 
 static inline void uslub_free_sized_inline(void *p, size_t size, size_t align,

@@ -64,6 +64,7 @@ static char **read_proc_environ(void)
 static void install_hooks(void)
 {
 	uslub_hooks.object_report = uslub_debug_report;
+	uslub_hooks.object_free = uslub_debug_free;
 	uslub_hooks.background_start = uslub_replenish_start;
 }
 

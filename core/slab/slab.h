@@ -1,6 +1,5 @@
-/* The fast paths, inline so each reads top to bottom on one screen. Anything that is not
- * "pop the thread's sheaf" or "push onto it" goes to one out-of-line call (sheaf.c,
- * alloc.c, free.c). */
+/* What the slab and thread layers' slow-path files share (slab.c, alloc.c, free.c,
+ * sheaf.c). The fast paths that sit on them are api/api.h's. */
 #ifndef USLUB_SLAB_H
 #define USLUB_SLAB_H
 
@@ -45,85 +44,6 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc);
 __attribute__((noreturn)) void uslub_freelist_corrupt(struct cache_cpu *cc, void *object);
 /* free of an object already free (its mark says so): reported, the program stops. */
 __attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
-
-/* v in a register of the compiler's choice that the compiler cannot see through; on
- * x86-64, in the register named (rdx "d", rcx "c", ...). */
-#if defined(__x86_64__)
-#define KEEP_IN(reg, v) __asm__("" : "+" reg(v))
-#else
-#define KEEP_IN(reg, v) __asm__("" : "+r"(v))
-#endif
-
-/* malloc: the top of the thread's sheaf of the size's cache. An empty sheaf (also every
- * sheaf of a thread without state, and of a debug cache) sends malloc to the refill. */
-static inline void *uslub_malloc_inline(size_t size)
-{
-	if (likely(size <= USLUB_MAX_SMALL)) {
-		struct cache_cpu *cc =
-		    (struct cache_cpu *)((char *)uslub_tls_thread + uslub_cpu_of[(size + 15) >> 4]);
-		/* As in free, below; and cc, n kept out of the result's register, where GCC 12
-		 * put one and then copied the object over (one instruction more). */
-		KEEP_IN("d", cc);
-		size_t n;
-		/* One decrement, for the index, the count and the test alike: its borrow is
-		 * the empty sheaf (GCC 12 made a test and two decrements of it). */
-		if (likely(!__builtin_sub_overflow((size_t)cc->sheaf_count, 1, &n))) {
-			KEEP_IN("c", n); /* see cc */
-			void *object = cc->sheaf[n];
-			cc->sheaf_count = (uint16_t)n;
-			mark_allocated(object);
-			uslub_stat(cc, ALLOC_FASTPATH);
-			return object;
-		}
-	}
-	return uslub_slab_alloc_slow(size);
-}
-
-/* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
- * whichever thread holds that slab - no atomic, no slab touched. The pointer must be an
- * object's start inside a slab: the test of p's own page (every page of a slab carries
- * one, so `head` is not followed; internal.h) gives the slab's start and the class's
- * cache_cpu, and one 64x64-bit multiply by the class's magic there tells (Lemire's
- * test; internal.h). A page that is no slab's has objects 0, which no offset is below;
- * a sheaf not open has magic 0, which no offset passes. Since p lies in the page, its
- * offset in the slab is below 2^32 and its quotient below 2^16. And p must not be free
- * already: every free object carries its mark, whichever list, sheaf or barn it is on
- * (slab.c, section 7). */
-static inline void uslub_free_inline(void *p)
-{
-	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
-	if (likely(i < REGION_SLOTS)) {
-		const struct page_test *e = page_test_in_table(i, p);
-		struct cache_cpu *cc =
-		    (struct cache_cpu *)((uintptr_t)uslub_tls_thread + e->cpu_off);
-		uint32_t off = (uint32_t)(uintptr_t)p - e->start;
-		uint64_t magic = cc->magic;
-		unsigned __int128 m = (unsigned __int128)off * magic;
-		if (likely((uint64_t)m < magic) && likely((uint16_t)(m >> 64) < objects_of(e))) {
-			/* The key is read before the stores into p, which the compiler cannot
-			 * tell apart from it. */
-			uintptr_t mark = uslub_keys.mark ^ (uintptr_t)p;
-			size_t n = cc->sheaf_count;
-			if (unlikely(((uintptr_t *)p)[1] == mark))
-				uslub_double_free(p, page_desc_of(p)->head);
-			if (likely(n < cc->sheaf_cap)) {
-				((uintptr_t *)p)[1] = mark;
-				cc->sheaf[n] = p;
-				/* n is dead after this line: the count is bumped in n's own
-				 * register, not in a copy taken before the stores (GCC 12). */
-				__asm__("" : "+r"(n));
-				/* Counted as free_fastpath without a counter (stats.c). */
-				cc->sheaf_count = (uint16_t)(n + 1);
-				return;
-			}
-			/* The class from the cache_cpu's place: a whole sheaf moves without
-			 * the slab's descriptor ever being read. */
-			uslub_sheaf_overflow(p, cc);
-			return;
-		}
-	}
-	uslub_free_slow(p, block_of(p));
-}
 
 /* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves
  * (thread exit). */

@@ -1,11 +1,7 @@
-/* Free's slow path (__slab_free) and the reports of pointers that are not live blocks.
- * The inline fast path (slab.h) has already found the pointer's block; everything here
- * takes that answer. */
+/* Free's slow path below the classification (api/lookup.c): a live object of a slab back
+ * to its sheaf, its slab's local list, or its slab's remote list (__slab_free). */
 #include "internal.h"
 #include "hooks.h"
-#include "debug/debug.h"
-#include "os/print.h"
-#include "replenish/replenish.h"
 #include "slab/slab.h"
 
 #include <errno.h>
@@ -93,46 +89,41 @@ void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *hea
 	pthread_mutex_unlock(&n->list_lock);
 }
 
-/* free reaches here by a tail call: the return address is the program's call site.
- * may_open: an object of a class whose sheaf the thread has not opened yet goes to the
- * sheaf's slow path, which opens it (uslub_sheaf_overflow), not to its slab. */
-static inline __attribute__((always_inline)) void free_slow(void *p, struct page_desc *s,
-							    bool may_open)
+/* free of p, a live object of slab s: the caller classified it (an object's start and,
+ * in a plain cache, not marked free). `caller` is the program's call site
+ * (USLUB_DEBUG=U). */
+void uslub_object_free(void *p, struct page_desc *s, void *caller)
 {
-	if (!p)
-		return;
-	int saved = errno;
-	if (!s) {
-		if (!uslub_huge_free(p))
-			uslub_report_no_block("free", p);
-		errno = saved;
-		return;
-	}
-	if (s->kind == PAGE_LARGE) {
-		uslub_large_free(s, p); /* takes the thread's slow_lock for its cache */
-		/* A safe point (see uslub_sheaf_overflow). */
-		uslub_safe_point();
-		errno = saved;
-		return;
-	}
-	if (s->kind != PAGE_SLAB)
-		uslub_report_no_block("free", p);
 	struct uslub_cache *c = &uslub_caches[s->cls];
-	if (unlikely(c->debug) ? uslub_slab_object_start(s, p) != p : !plain_object_at(s, p))
-		uslub_report_bad_free("invalid pointer", "free", p, c);
 	if (unlikely(c->debug))
-		uslub_debug_free(c, s, p, __builtin_return_address(0));
-	else if (is_marked_free(p))
-		uslub_report_bad_free("double free", "free", p, c);
+		uslub_hooks.object_free(c, s, p, caller);
 	struct uslub_thread *t = uslub_tls_thread;
+	struct cache_cpu *cc = &t->cpu[s->cls];
+	if (cc->magic) {
+		/* An open sheaf: realloc's and the sized frees' way in, the fast path's push. */
+		unsigned n = cc->sheaf_count;
+		if (n < cc->sheaf_cap) {
+			mark_free(p);
+			cc->sheaf[n] = p;
+			cc->sheaf_count = (uint16_t)(n + 1);
+			return;
+		}
+		uslub_sheaf_overflow(p, cc);
+		return;
+	}
 	/* The fast path opens with the sheaf: a thread's first free of a class, or the first
 	 * of a thread without state (a consumer), comes here and opens it. */
-	if (may_open && !c->debug && c->sheaf_capacity && !t->cpu[s->cls].magic &&
+	if (!c->debug && c->sheaf_capacity &&
 	    (t->state == THREAD_LIVE || t->state == THREAD_EMPTY)) {
-		uslub_sheaf_overflow(p, &t->cpu[s->cls]);
-		errno = saved;
+		uslub_sheaf_overflow(p, cc);
 		return;
 	}
+	uslub_slab_object_free(c, s, p, t);
+}
+
+void uslub_slab_object_free(struct uslub_cache *c, struct page_desc *s, void *p,
+			    struct uslub_thread *t)
+{
 	bool in = uslub_slow_enter(t);
 	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
 		push_local(c, s, p);
@@ -142,39 +133,11 @@ static inline __attribute__((always_inline)) void free_slow(void *p, struct page
 		stat_shared(t, c->cls, USLUB_STAT_FREE_SLOWPATH);
 	}
 	uslub_slow_exit(t, in);
-	errno = saved;
-}
-
-void uslub_free_slow(void *p, struct page_desc *s)
-{
-	free_slow(p, s, true);
 }
 
 void uslub_free_slab(void *p, struct page_desc *s)
 {
-	free_slow(p, s, false);
-}
-
-void uslub_report_no_block(const char *func, const void *p)
-{
-	struct region *r = region_of(p);
-	if (r) {
-		/* Free pages the region has grown over held a block once; its descriptors
-		 * never did, and past what it grew the slot may hold someone else's mapping.
-		 * (A plain read of grown: the program stops here either way.) */
-		size_t page = ((uintptr_t)p & REGION_MASK) >> USLUB_PAGE_SHIFT;
-		if (page >= FIRST_PAGE && page < r->grown && !((uintptr_t)p & 15)) {
-			uslub_message("uslub: %s(): double free %p (its pages are free: the block "
-				      "was freed before)\n",
-				      func, p);
-			abort();
-		}
-	} else if (uslub_huge_was_freed(p)) {
-		uslub_message("uslub: %s(): double free %p (huge block, already unmapped)\n", func,
-			      p);
-		abort();
-	}
-	uslub_report_bad_free("invalid pointer", func, p, NULL);
+	uslub_slab_object_free(&uslub_caches[s->cls], s, p, uslub_tls_thread);
 }
 
 void uslub_double_free(void *p, struct page_desc *s)
