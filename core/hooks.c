@@ -63,7 +63,13 @@ static void no_note(uint64_t warm_bytes)
 	(void)warm_bytes;
 }
 
+static void no_nodes(unsigned from, unsigned to)
+{
+	(void)from, (void)to;
+}
+
 _Atomic int uslub_hooks_pending;
+unsigned uslub_block_debug;
 
 struct uslub_hooks uslub_hooks = {
     .set_next = no_set_next,
@@ -80,4 +86,5 @@ struct uslub_hooks uslub_hooks = {
     .background_start = no_event,
     .background_kick = no_event,
     .background_note = no_note,
+    .nodes_online = no_nodes,
 };

@@ -48,9 +48,20 @@ struct uslub_hooks {
 	void (*background_kick)(void);
 	/* Pages went free and `warm_bytes` of warm free memory are in their zone. */
 	void (*background_note)(uint64_t warm_bytes);
+	/* ---- NUMA discovery (page/node.c) ---- */
+	/* Nodes [from, to) are coming online: the caches set up their rows for them (slab/)
+	 * before the node count that lets other threads search them is published. */
+	void (*nodes_online)(unsigned from, unsigned to);
 };
 
 extern struct uslub_hooks uslub_hooks;
+
+/* The checkers that watch large and huge blocks, set by debug/ at start-up: DBG_VALGRIND
+ * under memcheck, DBG_ASAN in an ASan build, DBG_REDZONE with USLUB_DEBUG=Z for every
+ * cache (no cache list). 0 in a plain run, where the large and huge paths call none of
+ * the block hooks. A block is `size` bytes asked for at the start of `span` bytes of
+ * pages; with Z the rest of the span is red zone. */
+extern unsigned uslub_block_debug;
 
 /* Nonzero when an observer has work to start at the next safe point: the background
  * thread, due at start-up and in a forked child (replenish/), which must not be created

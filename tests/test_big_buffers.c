@@ -1,4 +1,4 @@
-/* Big buffers (core/slab/large.c, "the huge cache"): a program that replaces 5-25 MiB buffers
+/* Big buffers (core/page/huge.c, "the huge cache"): a program that replaces 5-25 MiB buffers
  * reuses freed mappings instead of faulting every page of each new one in again; calloc
  * of a reused mapping still reads zero; malloc_trim and the decay period give the cached
  * mappings back; a mapping refused under RLIMIT_AS (and, linked, at USLUB_MEM_LIMIT) first

@@ -8,7 +8,7 @@
  * back to the OS would read as zero.
  *
  * Then everything is freed. With the decay period set to an hour (tests/meson.build), only
- * the bound on free memory kept (page_alloc.c, section 7) can give the memory back, and it
+ * the bound on free memory kept (core/page/decay.c, section 7) can give the memory back, and it
  * must have done so by the time the last free returns: resident memory at most SLACK MiB
  * over what it was before the churn, free memory kept within the bound's floor, and
  * (linked build) the buddy lists and the heap walker in agreement.

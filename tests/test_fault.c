@@ -231,7 +231,7 @@ static void check_unlocked(const char *when)
 			pthread_mutex_unlock(locks[i]);
 	}
 	CHECKF(held == 0, "%s: %u allocator locks held", when, held);
-	/* The huge-block lock is private to large.c: a lookup takes it. */
+	/* The huge-block lock is private to huge.c: a lookup takes it. */
 	CHECK(USABLE_SIZE(keep[8]) >= keep_size[8]);
 }
 
@@ -555,7 +555,7 @@ static void phase_parse(void)
  * table. It once did so after the move, and when that insert needed a bigger table whose
  * mmap failed, the moved block was forgotten: the next free() or malloc_usable_size() of
  * it stopped the program with "invalid pointer". The table's room is now made before the
- * move (large.c, uslub_huge_realloc); this keeps it so. 256 huge blocks fill the first
+ * move (huge.c, uslub_huge_realloc); this keeps it so. 256 huge blocks fill the first
  * table (512 slots) to the point where the re-insert must grow it. */
 static int huge_table_realloc(void)
 {

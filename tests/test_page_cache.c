@@ -1,4 +1,4 @@
-/* The thread's page cache (thread.c): blocks of orders 0-3, sized to use.
+/* The thread's page cache (core/page/pcp.c): blocks of orders 0-3, sized to use.
  *
  * - Turnover without the node lock: a discarded order-3 slab waits in the thread's cache,
  *   and the next slab of that cache is made from it at its preferred order while another

@@ -66,6 +66,12 @@ static void install_hooks(void)
 	uslub_hooks.object_report = uslub_debug_report;
 	uslub_hooks.object_free = uslub_debug_free;
 	uslub_hooks.background_start = uslub_replenish_start;
+	uslub_hooks.background_note = uslub_background_note;
+	uslub_hooks.nodes_online = uslub_cache_nodes_init;
+	uslub_hooks.block_alloc = uslub_debug_block_alloc;
+	uslub_hooks.block_check = uslub_debug_block_check;
+	uslub_hooks.block_free = uslub_debug_block_free;
+	uslub_hooks.block_resize = uslub_debug_block_resize;
 }
 
 void uslub_init_slow(void)

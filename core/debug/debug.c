@@ -72,7 +72,6 @@ static void debug_layout(struct uslub_cache *c)
 }
 
 int uslub_memcheck;
-unsigned uslub_block_debug;
 bool uslub_debug_any;
 bool uslub_debug_every_cache;
 

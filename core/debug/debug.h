@@ -30,6 +30,7 @@
 #ifndef USLUB_DEBUG_H
 #define USLUB_DEBUG_H
 
+#include "hooks.h"
 #include "internal.h"
 
 #pragma GCC visibility push(hidden)
@@ -132,11 +133,8 @@ __attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, s
 
 /* ---- large and huge blocks --------------------------------------------------------- */
 
-/* The checkers that watch large and huge blocks: DBG_VALGRIND under memcheck, DBG_ASAN in
- * an ASan build, DBG_REDZONE with USLUB_DEBUG=Z for every cache (no cache list). 0 in a
- * plain run, where large.c calls none of the hooks below. A block is `size` bytes asked
- * for at the start of `span` bytes of pages; with Z the rest of the span is red zone. */
-extern unsigned uslub_block_debug;
+/* The hooks of the large and huge blocks (hooks.h, block_*), under the checkers that
+ * uslub_block_debug (hooks.h) names. */
 
 /* A new block; `zeroed`: its bytes read as zero already (calloc of fresh pages). */
 void uslub_debug_block_alloc(void *p, size_t size, size_t span, bool zeroed);

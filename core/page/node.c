@@ -22,6 +22,7 @@
  * stand-in), so every caller in the process sees one libnuma. */
 #include "page/node.h"
 
+#include "hooks.h"
 #include "internal.h"
 #include "os/options.h"
 #include "os/os.h"
@@ -169,7 +170,7 @@ void uslub_node_discover(void)
 	 * before uslub_nr_nodes lets other threads search more than one node. */
 	uslub_topo.nr_nodes = n;
 	build_order();
-	uslub_cache_nodes_init(uslub_nr_nodes, n);
+	uslub_hooks.nodes_online(uslub_nr_nodes, n);
 	__atomic_store_n(&uslub_nr_nodes, n, __ATOMIC_RELEASE);
 	/* Regions made before now (for libnuma's own start-up mallocs) are node 0's and were
 	 * made unbound: bind them as region_new binds every later one. */

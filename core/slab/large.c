@@ -1,61 +1,25 @@
-/* Large and huge blocks.
- *
- * Large (8 KiB < size <= 4 MiB): pages straight from the page allocator. The block is
- * taken at the power-of-two order that fits and its unused tail pages go back at once
- * (the kernel's alloc_pages_exact), so a 20 KiB request holds 5 pages, not 8. realloc
+/* Large blocks (8 KiB < size <= 4 MiB): pages straight from the page allocator. The
+ * block is taken at the power-of-two order that fits and its unused tail pages go back at
+ * once (the kernel's alloc_pages_exact), so a 20 KiB request holds 5 pages, not 8. realloc
  * grows a large block in place when the pages after it are free, and shrinks it in place.
- *
- * Huge (> 4 MiB): a mapping of its own, aligned to 2 MiB so transparent huge pages can
- * back it, and moved with mremap when it grows. It is accounted (no MAP_NORESERVE), so the
- * kernel's overcommit heuristic refuses a size no machine could back - malloc(1UL << 46)
- * fails with ENOMEM, as under glibc - instead of handing out a promise that ends in the
- * OOM killer. When RLIMIT_AS refuses the mapping, free region memory is unmapped and the
- * mapping tried once more (page_alloc.c, section 2). A small open-addressing table,
- * itself mapped from the OS, records each one so free can tell a huge block from a
- * foreign pointer.
- *
- * Freed huge mappings are kept a while for reuse (the huge cache, below): a program that
- * replaces 5-25 MiB buffers otherwise faults in every page of each new one (measured:
- * 4.5x glibc's time, whose mmap threshold rises to keep such buffers in its heap). A
- * request takes the closest cached mapping that holds it - whole, or with its tail
- * unmapped when it is far too big - or grows the largest smaller one with mremap, so only
- * the difference is faulted in. Entries go back to the OS after HUGE_DECAY_MS unused,
- * looked at on the huge paths by the coarse clock, at once on malloc_trim, and before a
- * mapping or growth refused under RLIMIT_AS or USLUB_MEM_LIMIT is tried again. A cached
- * mapping is still memory taken from the OS (uslub_mapped_bytes) but no block: free and
- * realloc of it report a double free, as of an unmapped one.
+ * A thread keeps a few freed small ones for reuse (its large-block cache). Larger
+ * requests are huge blocks, mappings of their own (page/huge.c).
  *
  * Each block keeps the size the program asked for, so that memcheck, ASan and
  * USLUB_DEBUG=Z see the block end there rather than at the page (debug.h, "large and
  * huge blocks"); outside those runs no hook is called. */
 #include "internal.h"
-#include "debug/debug.h"
+#include "hooks.h"
 #include "os/options.h"
 #include "os/os.h"
+#include "page/page.h"
 
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 
 _Atomic uint64_t uslub_large_bytes;
-_Atomic uint64_t uslub_huge_bytes;
-_Atomic uint64_t uslub_huge_cached_bytes;
 _Atomic uint64_t uslub_peak_in_use;
-
-#define HUGE_ALIGN (2UL << 20)
-
-/* When the oldest cached huge mapping is due to go back; 0 while the cache is empty.
- * Stored under huge_lock, read without it. */
-static _Atomic uint64_t huge_expiry_ms;
-
-/* The large-block paths look at the clock too while the huge cache holds a mapping, so
- * a program that has stopped using huge blocks still sees them go back. */
-static void huge_cache_tick(void)
-{
-	uint64_t due = atomic_load_explicit(&huge_expiry_ms, memory_order_relaxed);
-	if (unlikely(due) && uslub_os_now_ms() >= due)
-		uslub_huge_cache_release(false);
-}
 
 static size_t pages_for(size_t size)
 {
@@ -89,7 +53,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		order = align_order;
 	if (order > USLUB_MAX_ORDER)
 		return uslub_huge_alloc(size, align, zero);
-	huge_cache_tick();
+	uslub_huge_cache_tick();
 
 	struct uslub_thread *t = uslub_tls_thread;
 	struct page_desc *d = NULL;
@@ -107,7 +71,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 		void *p = page_address(d);
 		set_request(d, size);
 		if (unlikely(uslub_block_debug))
-			uslub_debug_block_alloc(p, size, npages << USLUB_PAGE_SHIFT, false);
+			uslub_hooks.block_alloc(p, size, npages << USLUB_PAGE_SHIFT, false);
 		if (zero)
 			memset(p, 0, size);
 		return p;
@@ -138,7 +102,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	set_request(d, size);
 	/* Fresh pages read as zero, but only calloc asked for that. */
 	if (unlikely(uslub_block_debug))
-		uslub_debug_block_alloc(p, size, npages << USLUB_PAGE_SHIFT, zero && cold);
+		uslub_hooks.block_alloc(p, size, npages << USLUB_PAGE_SHIFT, zero && cold);
 	if (zero && !cold)
 		memset(p, 0, size);
 	return p;
@@ -154,9 +118,9 @@ void uslub_large_free(struct page_desc *d, void *p)
 		uslub_report_bad_block("double free", "free", p, "large",
 				       npages << USLUB_PAGE_SHIFT);
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
-	huge_cache_tick();
+	uslub_huge_cache_tick();
 	if (unlikely(uslub_block_debug))
-		uslub_debug_block_free(p, block_request(d), npages << USLUB_PAGE_SHIFT);
+		uslub_hooks.block_free(p, block_request(d), npages << USLUB_PAGE_SHIFT);
 	struct uslub_thread *t = uslub_tls_thread;
 	if (npages <= LCACHE_PAGES && t->state == THREAD_LIVE) {
 		bool in = uslub_slow_enter(t), cached = false;
@@ -201,8 +165,8 @@ size_t uslub_large_usable(struct page_desc *d)
 static void resize_debug(struct page_desc *d, void *p, size_t size, size_t npages)
 {
 	size_t old = block_request(d), span = (size_t)d->objects << USLUB_PAGE_SHIFT;
-	uslub_debug_block_check(p, old, span, "realloc");
-	uslub_debug_block_resize(p, p, old, span, size, npages << USLUB_PAGE_SHIFT);
+	uslub_hooks.block_check(p, old, span, "realloc");
+	uslub_hooks.block_resize(p, p, old, span, size, npages << USLUB_PAGE_SHIFT);
 }
 
 /* In place or NULL; the caller moves the block when this fails. */
@@ -234,475 +198,4 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	return p;
-}
-
-/* ---- huge ------------------------------------------------------------------------ */
-
-/* A block's key is its page number plus 2 (mremap may move a block to any page): the
- * table then holds no pointer to the block, so memcheck's leak check still finds a huge
- * block the program lost ("definitely lost", not "still reachable"). */
-struct huge_entry {
-	uintptr_t key; /* 0: empty; 1: deleted */
-	size_t len;
-	size_t size; /* asked for, for the checkers (debug.h) */
-};
-
-static uintptr_t huge_key(uintptr_t a)
-{
-	return (a >> USLUB_PAGE_SHIFT) + 2;
-}
-
-static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct huge_entry *huge_table;
-static size_t huge_cap, huge_used, huge_tombs;
-
-/* The last huge blocks freed, by key, so a second free of one is called a double free
- * rather than a foreign pointer. Under huge_lock. */
-#define HUGE_FREED 64
-static uintptr_t huge_freed[HUGE_FREED];
-static unsigned huge_freed_next;
-
-static void huge_note_freed(uintptr_t a)
-{
-	huge_freed[huge_freed_next++ % HUGE_FREED] = huge_key(a);
-}
-
-static void huge_forget_freed(uintptr_t a)
-{
-	for (unsigned i = 0; i < HUGE_FREED; i++)
-		if (huge_freed[i] == huge_key(a))
-			huge_freed[i] = 0;
-}
-
-/* The huge cache: freed mappings kept for reuse, under huge_lock. A few entries are
- * enough - a program that replaces buffers frees one for each it allocates - and their
- * bytes are bounded by HUGE_CACHE_MIN or a quarter of the huge bytes in use, whichever is
- * more, so what is kept follows the program's own huge blocks. */
-#define HUGE_CACHE_SLOTS 8
-#define HUGE_CACHE_MIN	 (64UL << 20)
-/* Unused this long, a cached mapping goes back: the page allocator's decay epoch (one to
- * two seconds) is the same order. */
-#define HUGE_DECAY_MS 1000
-/* A cached mapping is reused whole when at most half of it is beyond the request; a
- * bigger one is split. (Measured on malloc_large: a quarter left 0.19 page faults per page
- * filled and 1.04 s of CPU, half 0.13 and 0.94 s, peak RSS +2%, still under glibc's.) */
-#define HUGE_SLACK_SHIFT 1
-
-struct huge_cached {
-	uintptr_t addr;
-	size_t len;
-	uint64_t freed_ms;
-};
-
-static struct huge_cached huge_cache[HUGE_CACHE_SLOTS];
-static unsigned huge_cached_count;
-
-bool uslub_huge_was_freed(const void *p)
-{
-	bool found = false;
-	pthread_mutex_lock(&huge_lock);
-	for (unsigned i = 0; i < HUGE_FREED && !found; i++)
-		found = huge_freed[i] == huge_key((uintptr_t)p);
-	for (unsigned i = 0; i < huge_cached_count && !found; i++)
-		found = huge_cache[i].addr == (uintptr_t)p;
-	pthread_mutex_unlock(&huge_lock);
-	return found;
-}
-
-/* Entry i out of the cache, into `out` if given; under huge_lock. */
-static void cache_remove(unsigned i, struct huge_cached *out)
-{
-	if (out)
-		*out = huge_cache[i];
-	atomic_fetch_sub(&uslub_huge_cached_bytes, huge_cache[i].len);
-	huge_cache[i] = huge_cache[--huge_cached_count];
-}
-
-/* huge_expiry_ms from the entries; under huge_lock, after any change. */
-static void set_expiry(void)
-{
-	uint64_t oldest = UINT64_MAX;
-	for (unsigned i = 0; i < huge_cached_count; i++)
-		if (huge_cache[i].freed_ms < oldest)
-			oldest = huge_cache[i].freed_ms;
-	atomic_store_explicit(&huge_expiry_ms, huge_cached_count ? oldest + HUGE_DECAY_MS : 0,
-			      memory_order_relaxed);
-}
-
-/* Entries unused for HUGE_DECAY_MS (all of them with `all`) moved to `out`, which has
- * room for HUGE_CACHE_SLOTS; how many. Under huge_lock. */
-static unsigned cache_expire(uint64_t now, bool all, struct huge_cached *out)
-{
-	unsigned n = 0;
-	for (unsigned i = 0; i < huge_cached_count;) {
-		if (all || now - huge_cache[i].freed_ms >= HUGE_DECAY_MS)
-			cache_remove(i, &out[n++]);
-		else
-			i++;
-	}
-	return n;
-}
-
-/* Mappings out of the cache back to the OS, outside huge_lock. */
-static size_t unmap_entries(const struct huge_cached *e, unsigned n)
-{
-	size_t bytes = 0;
-	for (unsigned i = 0; i < n; i++) {
-		uslub_os_unmap((void *)e[i].addr, e[i].len);
-		atomic_fetch_sub(&uslub_mapped_bytes, e[i].len);
-		bytes += e[i].len;
-	}
-	return bytes;
-}
-
-size_t uslub_huge_cache_release(bool all)
-{
-	struct huge_cached out[HUGE_CACHE_SLOTS];
-	pthread_mutex_lock(&huge_lock);
-	unsigned n = huge_cached_count ? cache_expire(uslub_os_now_ms(), all, out) : 0;
-	set_expiry();
-	pthread_mutex_unlock(&huge_lock);
-	return unmap_entries(out, n);
-}
-
-/* The oldest entry's index; the cache is not empty. Under huge_lock. */
-static unsigned cache_oldest(void)
-{
-	unsigned oldest = 0;
-	for (unsigned i = 1; i < huge_cached_count; i++)
-		if (huge_cache[i].freed_ms < huge_cache[oldest].freed_ms)
-			oldest = i;
-	return oldest;
-}
-
-size_t uslub_huge_cache_trim(uint64_t keep)
-{
-	struct huge_cached out[HUGE_CACHE_SLOTS];
-	unsigned n = 0;
-	pthread_mutex_lock(&huge_lock);
-	while (huge_cached_count && atomic_load(&uslub_huge_cached_bytes) > keep)
-		cache_remove(cache_oldest(), &out[n++]);
-	set_expiry();
-	pthread_mutex_unlock(&huge_lock);
-	return unmap_entries(out, n);
-}
-
-/* A freed mapping into the cache, making room by sending the oldest back; false (nothing
- * changed) when it should go back itself. Besides its own cap the cache stays within
- * what all free memory kept may reach (uslub_keep_bound): a program whose live set fell
- * keeps no huge mapping beyond it. */
-static bool cache_put(uintptr_t addr, size_t len, uint64_t now)
-{
-	struct huge_cached out[HUGE_CACHE_SLOTS + 1];
-	uint64_t in_use = atomic_load(&uslub_huge_bytes) / 4, bound = uslub_keep_bound();
-	uint64_t cap = in_use > HUGE_CACHE_MIN ? in_use : HUGE_CACHE_MIN;
-	if (cap > bound)
-		cap = bound;
-	if (len > cap)
-		return false;
-	pthread_mutex_lock(&huge_lock);
-	unsigned n = cache_expire(now, false, out);
-	while (huge_cached_count && (huge_cached_count == HUGE_CACHE_SLOTS ||
-				     atomic_load(&uslub_huge_cached_bytes) + len > cap))
-		cache_remove(cache_oldest(), &out[n++]);
-	huge_cache[huge_cached_count++] = (struct huge_cached){addr, len, now};
-	atomic_fetch_add(&uslub_huge_cached_bytes, len);
-	set_expiry();
-	pthread_mutex_unlock(&huge_lock);
-	unmap_entries(out, n);
-	return true;
-}
-
-/* A mapping of `len` bytes at `align` made from a cached one, or NULL. *got is its length
- * (more than len when reused whole), *dirty how much of it held a block before (what
- * mremap added reads as zero). Mappings unused too long go back on the way. */
-static void *cache_take(size_t len, size_t align, size_t *got, size_t *dirty)
-{
-	struct huge_cached out[HUGE_CACHE_SLOTS], e;
-	pthread_mutex_lock(&huge_lock);
-	if (!huge_cached_count) {
-		pthread_mutex_unlock(&huge_lock);
-		return NULL;
-	}
-	unsigned n = cache_expire(uslub_os_now_ms(), false, out);
-	/* The smallest that holds len, else the largest (grown below). A mapping may move
-	 * when it grows, so an alignment above the page's takes one that holds it. */
-	int fit = -1, grow = -1;
-	for (unsigned i = 0; i < huge_cached_count; i++) {
-		const struct huge_cached *c = &huge_cache[i];
-		if (c->addr & (align - 1))
-			continue;
-		if (c->len >= len && (fit < 0 || c->len < huge_cache[fit].len))
-			fit = (int)i;
-		if (c->len < len && align <= USLUB_PAGE_SIZE &&
-		    (grow < 0 || c->len > huge_cache[grow].len))
-			grow = (int)i;
-	}
-	int pick = fit >= 0 ? fit : grow;
-	if (pick >= 0)
-		cache_remove((unsigned)pick, &e);
-	set_expiry();
-	pthread_mutex_unlock(&huge_lock);
-	unmap_entries(out, n);
-	if (pick < 0)
-		return NULL;
-
-	void *p = (void *)e.addr;
-	*dirty = e.len;
-	if (e.len >= len) {
-		*got = e.len;
-		if (e.len - len <= e.len >> HUGE_SLACK_SHIFT)
-			return p;
-		/* Far too big: split. A tail that could hold a huge block stays cached with
-		 * its pages (no system call: the kernel's mapping is not split until one of
-		 * the two is unmapped or moved); a smaller one goes back. */
-		*got = len;
-		struct huge_cached tail = {e.addr + len, e.len - len, e.freed_ms};
-		if (tail.len <= HUGE_THRESHOLD || !cache_put(tail.addr, tail.len, tail.freed_ms))
-			unmap_entries(&tail, 1);
-		return p;
-	}
-	/* Too small: grown, so only the difference is faulted in. */
-	void *q = uslub_over_limit(len - e.len) ? NULL : uslub_os_remap(p, e.len, len);
-	if (!q) {
-		unmap_entries(&e, 1);
-		return NULL;
-	}
-	atomic_fetch_add(&uslub_mapped_bytes, len - e.len);
-	*got = len;
-	return q;
-}
-
-static size_t huge_hash(uintptr_t key, size_t cap)
-{
-	return (size_t)(key * 0x9E3779B97F4A7C15ULL) & (cap - 1);
-}
-
-static struct huge_entry *huge_find(uintptr_t a)
-{
-	if (!huge_cap || (a & (USLUB_PAGE_SIZE - 1)))
-		return NULL;
-	uintptr_t key = huge_key(a);
-	for (size_t i = huge_hash(key, huge_cap);; i = (i + 1) & (huge_cap - 1)) {
-		if (huge_table[i].key == key)
-			return &huge_table[i];
-		if (huge_table[i].key == 0)
-			return NULL;
-	}
-}
-
-/* Room for one more entry, growing the table if needed; -1 when the OS refuses. */
-static int huge_reserve(void)
-{
-	if ((huge_used + huge_tombs + 1) * 2 > huge_cap) {
-		size_t cap = huge_cap ? huge_cap * 2 : 512;
-		if (huge_used * 4 < huge_cap)
-			cap = huge_cap; /* mostly tombstones: rebuild at the same size */
-		struct huge_entry *t = uslub_os_map(cap * sizeof(*t));
-		if (!t)
-			return -1;
-		for (size_t i = 0; i < huge_cap; i++) {
-			uintptr_t x = huge_table[i].key;
-			if (x > 1) {
-				size_t j = huge_hash(x, cap);
-				while (t[j].key)
-					j = (j + 1) & (cap - 1);
-				t[j] = huge_table[i];
-			}
-		}
-		if (huge_table)
-			uslub_os_unmap(huge_table, huge_cap * sizeof(*t));
-		huge_table = t;
-		huge_cap = cap;
-		huge_tombs = 0;
-	}
-	return 0;
-}
-
-static int huge_insert(uintptr_t a, size_t len, size_t size)
-{
-	if (huge_reserve() != 0)
-		return -1;
-	size_t i = huge_hash(huge_key(a), huge_cap);
-	while (huge_table[i].key > 1)
-		i = (i + 1) & (huge_cap - 1);
-	if (huge_table[i].key == 1)
-		huge_tombs--;
-	huge_table[i].key = huge_key(a);
-	huge_table[i].len = len;
-	huge_table[i].size = size;
-	huge_used++;
-	huge_forget_freed(a);
-	return 0;
-}
-
-static void huge_erase(struct huge_entry *e)
-{
-	e->key = 1;
-	huge_used--;
-	huge_tombs++;
-}
-
-void *uslub_huge_alloc(size_t size, size_t align, bool zero)
-{
-	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
-	size_t a = align > HUGE_ALIGN ? align : HUGE_ALIGN;
-	size_t got = len, dirty = 0;
-	void *p = cache_take(len, align ? align : 1, &got, &dirty);
-	bool fresh = !p;
-	if (fresh) {
-		/* Cached mappings count against the cap, and hold address space. */
-		if (uslub_over_limit(len) &&
-		    (!uslub_huge_cache_release(true) || uslub_over_limit(len))) {
-			errno = ENOMEM;
-			return NULL;
-		}
-		p = uslub_os_map_aligned(len, a, align);
-		if (!p && errno == ENOMEM && uslub_os_space_limited() &&
-		    (uslub_huge_cache_release(true) | uslub_pages_unmap_free()))
-			p = uslub_os_map_aligned(len, a, align);
-		if (!p) {
-			errno = ENOMEM;
-			return NULL;
-		}
-		atomic_fetch_add(&uslub_mapped_bytes, len);
-	}
-	pthread_mutex_lock(&huge_lock);
-	int rc = huge_insert((uintptr_t)p, got, size);
-	pthread_mutex_unlock(&huge_lock);
-	if (rc) {
-		uslub_os_unmap(p, got);
-		atomic_fetch_sub(&uslub_mapped_bytes, got);
-		errno = ENOMEM;
-		return NULL;
-	}
-	atomic_fetch_add(&uslub_huge_bytes, got);
-	uslub_note_in_use();
-	/* A fresh mapping reads as zero, but only calloc asked for that; a reused one holds
-	 * the last block's bytes, so checkers see it undefined and calloc clears them. Those
-	 * pages are resident: clearing them costs no memory, and MADV_DONTNEED would make
-	 * the program fault each one in again - what the cache is there to save. */
-	if (unlikely(uslub_block_debug))
-		uslub_debug_block_alloc(p, size, got, zero && fresh);
-	if (zero && !fresh) {
-		/* All of it where a checker has just marked it undefined. */
-		size_t clear = size < dirty || uslub_block_debug ? size : dirty;
-		memset(p, 0, clear);
-	}
-	return p;
-}
-
-/* Checkers see the request; otherwise the whole mapping may be used. */
-size_t uslub_huge_usable(const void *p)
-{
-	pthread_mutex_lock(&huge_lock);
-	struct huge_entry *e = huge_find((uintptr_t)p);
-	size_t len = !e ? 0 : unlikely(uslub_block_debug) ? e->size : e->len;
-	pthread_mutex_unlock(&huge_lock);
-	return len;
-}
-
-int uslub_huge_free(void *p)
-{
-	pthread_mutex_lock(&huge_lock);
-	struct huge_entry *e = huge_find((uintptr_t)p);
-	if (!e) {
-		pthread_mutex_unlock(&huge_lock);
-		return 0;
-	}
-	size_t len = e->len, size = e->size;
-	huge_erase(e);
-	huge_note_freed((uintptr_t)p);
-	pthread_mutex_unlock(&huge_lock);
-	if (unlikely(uslub_block_debug))
-		uslub_debug_block_free(p, size, len);
-	atomic_fetch_sub(&uslub_huge_bytes, len);
-	if (!cache_put((uintptr_t)p, len, uslub_os_now_ms())) {
-		uslub_os_unmap(p, len);
-		atomic_fetch_sub(&uslub_mapped_bytes, len);
-	}
-	/* Less in use: the free pages kept may now be over the bound. */
-	uslub_pages_bound();
-	return 1;
-}
-
-/* Grow or shrink with mremap; NULL (errno ENOMEM) leaves the block as it was. With
- * `retry`, a growth refused under RLIMIT_AS is tried again once free region memory is
- * unmapped - outside huge_lock, which nests inside the zone locks (fork_prepare). */
-static void *huge_realloc(void *p, size_t size, bool retry)
-{
-	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
-	pthread_mutex_lock(&huge_lock);
-	struct huge_entry *e = huge_find((uintptr_t)p);
-	size_t old = e->len, old_size = e->size;
-	/* Checked while the bytes are where they were: a shrink unmaps the tail. */
-	if (unlikely(uslub_block_debug))
-		uslub_debug_block_check(p, old_size, old, "realloc");
-	if (len == old) {
-		e->size = size;
-		pthread_mutex_unlock(&huge_lock);
-		if (unlikely(uslub_block_debug))
-			uslub_debug_block_resize(p, p, old_size, old, size, len);
-		return p;
-	}
-	if (len > old && uslub_over_limit(len - old)) {
-		pthread_mutex_unlock(&huge_lock);
-		if (retry && uslub_huge_cache_release(true))
-			return huge_realloc(p, size, false);
-		errno = ENOMEM;
-		return NULL;
-	}
-	/* Make the table's room first: once the mapping has moved, the entry must fit. */
-	if (huge_reserve() != 0) {
-		pthread_mutex_unlock(&huge_lock);
-		errno = ENOMEM;
-		return NULL;
-	}
-	e = huge_find((uintptr_t)p); /* the table may have been rebuilt */
-	void *q = uslub_os_remap(p, old, len);
-	if (!q) {
-		bool unmap = retry && len > old && errno == ENOMEM && uslub_os_space_limited();
-		pthread_mutex_unlock(&huge_lock);
-		if (unmap && (uslub_huge_cache_release(true) | uslub_pages_unmap_free()))
-			return huge_realloc(p, size, false);
-		errno = ENOMEM;
-		return NULL;
-	}
-	huge_erase(e);
-	huge_insert((uintptr_t)q, len, size); /* cannot fail: room was made above */
-	pthread_mutex_unlock(&huge_lock);
-	if (unlikely(uslub_block_debug))
-		uslub_debug_block_resize(p, q, old_size, old, size, len);
-	if (len > old) {
-		atomic_fetch_add(&uslub_huge_bytes, len - old);
-		atomic_fetch_add(&uslub_mapped_bytes, len - old);
-	} else {
-		atomic_fetch_sub(&uslub_huge_bytes, old - len);
-		atomic_fetch_sub(&uslub_mapped_bytes, old - len);
-	}
-	uslub_note_in_use();
-	return q;
-}
-
-void *uslub_huge_realloc(void *p, size_t size)
-{
-	return huge_realloc(p, size, true);
-}
-
-void uslub_huge_lock(void)
-{
-	pthread_mutex_lock(&huge_lock);
-}
-
-void uslub_huge_unlock(void)
-{
-	pthread_mutex_unlock(&huge_lock);
 }

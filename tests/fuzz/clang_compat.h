@@ -1,5 +1,5 @@
 /* Forced into every file of the fuzz build (-include). GCC's <stdatomic.h> accepts a plain
- * object in atomic_store_explicit and atomic_load_explicit (core/page/page_alloc.c publishes
+ * object in atomic_store_explicit and atomic_load_explicit (core/page/region.c publishes
  * region table entries that way); clang's insists on an _Atomic one. The cast below makes
  * either kind _Atomic (`x + 0` drops the qualifier first), with the same meaning. */
 #include <stdatomic.h>

@@ -1,0 +1,392 @@
+/* The buddy allocator: free lists per order, split and merge, taking and giving back
+ * blocks. The page layer's essay is spread over its files, each section beside its code:
+ * 1-2 and 5 in region.c, 3-4 here, 6-7 in decay.c.
+ *
+ * 3. Zones. Each node has two page allocators (internal.h): slabs, and large blocks, with
+ *    regions of their own. The large zone makes its first region only when it first
+ *    grows, and borrows from the slab zone before that, so a program without large blocks
+ *    never maps one.
+ *
+ * 4. Free lists. Free blocks sit on one list per order, warm ones (recently used, so
+ *    probably resident) at the head and cold ones (never touched, or handed back with
+ *    MADV_DONTNEED) at the tail, so allocation reuses warm memory first.
+ *
+ *    A free block is marked in its first page's descriptor (kind PAGE_FREE and its order);
+ *    the descriptors inside it are clear, so a stale pointer into a free block never looks
+ *    like a slab. Merging needs no bounds checks: the buddy of a block below order 10
+ *    lies in the same 2^10-page chunk, and the descriptors of pages not grown read as
+ *    zero. */
+#include "page/page.h"
+
+#include "hooks.h"
+#include "internal.h"
+#include "os/options.h"
+#include "os/os.h"
+#include "os/vg.h"
+
+#include <errno.h>
+
+struct uslub_node uslub_nodes[NR_ZONES];
+_Atomic uint64_t uslub_warm_pages_all;
+
+static inline struct page_desc *buddy_of(struct page_desc *d, unsigned order)
+{
+	uintptr_t a = (uintptr_t)d;
+	return (struct page_desc *)(a ^ ((uintptr_t)1 << (order + DESC_SHIFT)));
+}
+
+/* A warm block's `objects` holds the decay step in which it went free (decay.c, section 6). */
+static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags,
+			uint16_t stamp)
+{
+	__atomic_store_n(&d->kind, PAGE_FREE, __ATOMIC_RELAXED);
+	d->order = (uint8_t)order;
+	d->flags = (uint8_t)flags;
+	d->head = NULL;
+	d->owner = NULL;
+	if (flags & PF_COLD) {
+		cds_list_add_tail(&d->list, &n->free_area[order]);
+		if (flags & PF_RELEASED)
+			n->released_free_pages += 1UL << order;
+	} else {
+		cds_list_add(&d->list, &n->free_area[order]);
+		n->warm_free_pages += 1UL << order;
+		atomic_fetch_add_explicit(&uslub_warm_pages_all, 1UL << order,
+					  memory_order_relaxed);
+		n->nr_warm[order]++;
+		d->objects = stamp;
+	}
+	n->nr_free[order]++;
+	n->free_pages += 1UL << order;
+}
+
+void uslub_list_remove(struct uslub_node *n, struct page_desc *d)
+{
+	unsigned order = d->order;
+	cds_list_del(&d->list);
+	n->nr_free[order]--;
+	n->free_pages -= 1UL << order;
+	if (!(d->flags & PF_COLD)) {
+		n->warm_free_pages -= 1UL << order;
+		atomic_fetch_sub_explicit(&uslub_warm_pages_all, 1UL << order,
+					  memory_order_relaxed);
+		n->nr_warm[order]--;
+	} else if (d->flags & PF_RELEASED) {
+		n->released_free_pages -= 1UL << order;
+	}
+	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
+}
+
+/* Put one naturally aligned block back and merge it with free buddies, under the lock.
+ * `stamp`: the decay step it went free in, when warm. */
+void uslub_free_one(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags,
+		    uint16_t stamp)
+{
+	while (order < USLUB_MAX_ORDER) {
+		struct page_desc *b = buddy_of(d, order);
+		if (__atomic_load_n(&b->kind, __ATOMIC_RELAXED) != PAGE_FREE || b->order != order)
+			break;
+		uslub_list_remove(n, b);
+		/* Two warm halves of one size: the merged block went free, on average over its
+		 * pages, halfway between them (so a page freed next to a long-free block does
+		 * not make it all look new, nor the other way round). */
+		if (!(b->flags & PF_COLD))
+			stamp = (flags & PF_COLD)
+				    ? b->objects
+				    : (uint16_t)(stamp + (int16_t)(b->objects - stamp) / 2);
+		/* Merged halves: cold only if both are; released (uncounted) only if both
+		 * are. Otherwise the released half is counted as mapped again - unless a cap
+		 * is set, where the figure must stay exact: then the other half goes back to
+		 * the OS too. */
+		if ((flags ^ b->flags) & PF_RELEASED) {
+			struct page_desc *warm = (flags & PF_RELEASED) ? b : d;
+			if (uslub_config.mem_limit &&
+			    uslub_os_release(page_address(warm), block_bytes(order)) == 0) {
+				atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(order));
+				__atomic_fetch_add(&n->released_bytes, block_bytes(order),
+						   __ATOMIC_RELAXED);
+				flags |= PF_RELEASED | PF_COLD;
+				b->flags |= PF_RELEASED | PF_COLD;
+			} else {
+				uslub_mapped_add(block_bytes(order));
+			}
+		}
+		flags &= b->flags;
+		if (b < d) {
+			__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
+			d = b;
+		}
+		order++;
+	}
+	list_insert(n, d, order, flags, stamp);
+}
+
+/* The first block of at least `order` that the flags allow, under the lock. Warm blocks
+ * head each list and cold ones trail it, so looking at both ends suffices. */
+struct page_desc *uslub_find_block(struct uslub_node *n, unsigned order, unsigned gfp)
+{
+	for (unsigned o = order; o <= USLUB_MAX_ORDER; o++) {
+		struct cds_list_head *h = &n->free_area[o];
+		if (cds_list_empty(h))
+			continue;
+		struct page_desc *first = cds_list_entry(h->next, struct page_desc, list);
+		struct page_desc *last = cds_list_entry(h->prev, struct page_desc, list);
+		struct page_desc *d = (gfp & GFP_COLD) ? last : first;
+		if ((gfp & GFP_WARM) && (d->flags & PF_COLD))
+			continue;
+		if ((gfp & GFP_COLD) && !(d->flags & PF_COLD))
+			continue; /* the replenisher wants memory to warm: grow rather */
+		/* A block handed back to the OS counts again once used: not past the cap. */
+		if ((d->flags & PF_RELEASED) && uslub_over_limit(block_bytes(o))) {
+			d = first;
+			if (d->flags & PF_RELEASED)
+				continue;
+		}
+		return d;
+	}
+	return NULL;
+}
+
+/* Take block d out of zone n's lists, giving back what lies beyond `order`; the lock is
+ * held and dropped here. */
+struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, unsigned order)
+{
+	unsigned o = d->order;
+	unsigned flags = d->flags;
+	uslub_list_remove(n, d);
+	while (o > order) {
+		o--;
+		list_insert(n, d + (1UL << o), o, flags, d->objects); /* free as long as d */
+	}
+	uslub_note_reuse(n);
+	if (flags & PF_RELEASED) {
+		/* The halves split off above stay uncounted; only this block returns. */
+		uslub_mapped_add(block_bytes(order));
+	}
+	pthread_mutex_unlock(&n->lock);
+	d->flags = (uint8_t)(flags & PF_COLD);
+	d->order = (uint8_t)order;
+	if (uslub_memcheck) {
+		/* Pages of a freed large block were left inaccessible; fresh or handed-back
+		 * ones read as zero. */
+		if (flags & (PF_COLD | PF_RELEASED))
+			vg_defined(page_address(d), (size_t)block_bytes(order));
+		else
+			vg_undefined(page_address(d), (size_t)block_bytes(order));
+	}
+	return d;
+}
+
+/* Before the large-block zone grows the heap, it borrows a free block from the node's slab
+ * zone (the block stays in its region, and goes back to that zone when freed). Only this
+ * way round: slab pages borrowed into the large zone's regions would split its free blocks
+ * again (tools/bench/results/), while a large block in a slab region leaves gaps that slabs fill.
+ * The slab zone borrows only when it cannot grow (at the memory cap). */
+static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
+{
+	unsigned other = node < MAX_NODES ? LARGE_ZONE(node) : node - MAX_NODES;
+	struct uslub_node *o = &uslub_nodes[other];
+	pthread_mutex_lock(&o->lock);
+	struct page_desc *d = uslub_find_block(o, order, gfp);
+	if (!d) {
+		pthread_mutex_unlock(&o->lock);
+		return NULL;
+	}
+	return uslub_take_block(o, d, order);
+}
+
+struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
+{
+	struct uslub_node *n = &uslub_nodes[node];
+	if (gfp & GFP_TRYLOCK) {
+		if (pthread_mutex_trylock(&n->lock) != 0) {
+			__atomic_fetch_add(&n->nowait_misses, 1, __ATOMIC_RELAXED);
+			return NULL;
+		}
+	} else {
+		pthread_mutex_lock(&n->lock);
+	}
+	struct page_desc *d;
+	bool reclaimed = false, borrowed = false;
+	while (!(d = uslub_find_block(n, order, gfp))) {
+		if (gfp & GFP_NOGROW) {
+			n->nowait_misses++;
+			pthread_mutex_unlock(&n->lock);
+			return NULL;
+		}
+		/* The large zone borrows before it grows; the slab zone only when it cannot
+		 * grow (at the cap, where memory beats tidiness). */
+		if (!borrowed && node < MAX_NODES && uslub_grow(n, order) == 0)
+			continue;
+		if (!borrowed) {
+			/* One zone's lock at a time: no order between the two to keep. */
+			pthread_mutex_unlock(&n->lock);
+			d = borrow(node, order, gfp);
+			if (d)
+				return d;
+			pthread_mutex_lock(&n->lock);
+			borrowed = true;
+			continue;
+		}
+		if (uslub_grow(n, order) == 0)
+			continue;
+		if (reclaimed || !uslub_config.mem_limit) {
+			pthread_mutex_unlock(&n->lock);
+			errno = ENOMEM;
+			return NULL;
+		}
+		/* At the cap, free warm memory still counts against it: hand it back to the
+		 * OS, so the cap admits a block (a released one, or a fresh one) - reclaim, on
+		 * the caller's time. Only blocking allocations get here; the high-order try
+		 * never does. */
+		n->reclaims++;
+		pthread_mutex_unlock(&n->lock);
+		uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
+		uslub_release_blocks(LARGE_ZONE(node % MAX_NODES), 0, RELEASE_ALL);
+		pthread_mutex_lock(&n->lock);
+		reclaimed = true;
+		borrowed = false;
+	}
+	d = uslub_take_block(n, d, order);
+	if (!(gfp & GFP_TRYLOCK))
+		uslub_maybe_decay(n);
+	return d;
+}
+
+static void clear_tails(struct page_desc *d, size_t npages)
+{
+	for (size_t i = 1; i < npages; i++)
+		d[i].head = NULL;
+}
+
+void uslub_free_range_locked(struct uslub_node *n, struct page_desc *d, size_t npages,
+			     unsigned flags, uint16_t stamp)
+{
+	uintptr_t idx = page_index(d);
+	while (npages) {
+		unsigned o = 0;
+		while (o < USLUB_MAX_ORDER && !(idx & (1UL << o)) && (2UL << o) <= npages)
+			o++;
+		uslub_free_one(n, d, o, flags, stamp);
+		d += 1UL << o;
+		idx += 1UL << o;
+		npages -= 1UL << o;
+	}
+}
+
+void uslub_pages_free_range(struct page_desc *d, size_t npages)
+{
+	struct uslub_node *n = region_of(d)->node;
+	uint32_t step = uslub_step_now();
+	clear_tails(d, npages);
+	d->owner = NULL;
+	pthread_mutex_lock(&n->lock);
+	uslub_free_range_locked(n, d, npages, 0, (uint16_t)step);
+	uslub_note_free(n);
+	uint64_t warm = n->warm_free_pages;
+	pthread_mutex_unlock(&n->lock);
+	if (step != atomic_load_explicit(&n->decay_last, memory_order_relaxed))
+		uslub_decay_zone(n, step);
+	uslub_pages_bound();
+	uslub_hooks.background_note(warm << USLUB_PAGE_SHIFT);
+}
+
+void uslub_pages_free(struct page_desc *d, unsigned order)
+{
+	uslub_pages_free_range(d, 1UL << order);
+}
+
+/* The free block that holds page `d`, or NULL if the page is in use. */
+struct page_desc *uslub_free_block_of(struct page_desc *d)
+{
+	uintptr_t idx = page_index(d);
+	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
+		uintptr_t start = idx & ~((1UL << o) - 1);
+		if (start < FIRST_PAGE)
+			return NULL;
+		struct page_desc *h = d - (idx - start);
+		if (__atomic_load_n(&h->kind, __ATOMIC_RELAXED) == PAGE_FREE && h->order == o)
+			return h;
+	}
+	return NULL;
+}
+
+/* Zone n's lock, once no block of it is away being handed back (hand_back): fork must
+ * not copy a heap whose blocks are on no list - a child would have lost them - nor may
+ * the heap walker see one. The hand-back needs only this zone's lock to finish. */
+static void lock_quiet(struct uslub_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	while (n->handing_back) {
+		pthread_mutex_unlock(&n->lock);
+		uslub_os_yield();
+		pthread_mutex_lock(&n->lock);
+	}
+}
+
+void uslub_pages_lock_all(void)
+{
+	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
+		lock_quiet(&uslub_nodes[i]);
+		lock_quiet(&uslub_nodes[LARGE_ZONE(i)]);
+	}
+}
+
+void uslub_pages_unlock_all(void)
+{
+	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
+		pthread_mutex_unlock(&uslub_nodes[LARGE_ZONE(i)].lock);
+		pthread_mutex_unlock(&uslub_nodes[i].lock);
+	}
+}
+
+void uslub_pages_init(void)
+{
+	for (unsigned i = 0; i < NR_ZONES; i++) {
+		struct uslub_node *n = &uslub_nodes[i];
+		pthread_mutex_init(&n->lock, NULL);
+		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
+			CDS_INIT_LIST_HEAD(&n->free_area[o]);
+	}
+}
+
+int uslub_pages_check(unsigned node)
+{
+	struct uslub_node *n = &uslub_nodes[node];
+	uint64_t free_pages = 0, warm = 0, released = 0;
+	int bad = 0;
+	pthread_mutex_lock(&n->lock);
+	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
+		uint64_t count = 0;
+		struct page_desc *d;
+		cds_list_for_each_entry(d, &n->free_area[o], list)
+		{
+			count++;
+			free_pages += 1UL << o;
+			if (!(d->flags & PF_COLD))
+				warm += 1UL << o;
+			if (d->flags & PF_RELEASED)
+				released += 1UL << o;
+			if (d->kind != PAGE_FREE || d->order != o)
+				bad |= 1;
+			if (page_index(d) & ((1UL << o) - 1))
+				bad |= 2; /* not naturally aligned */
+			if (o < USLUB_MAX_ORDER) {
+				struct page_desc *b = buddy_of(d, o);
+				if (__atomic_load_n(&b->kind, __ATOMIC_RELAXED) == PAGE_FREE &&
+				    b->order == o)
+					bad |= 4; /* two free buddies left unmerged */
+			}
+			for (size_t i = 1; i < (1UL << o) && i < 64; i++)
+				if (d[i].kind != PAGE_UNUSED)
+					bad |= 8;
+		}
+		if (count != n->nr_free[o])
+			bad |= 16;
+	}
+	if (free_pages != n->free_pages || warm != n->warm_free_pages ||
+	    released != n->released_free_pages)
+		bad |= 32;
+	pthread_mutex_unlock(&n->lock);
+	return bad;
+}

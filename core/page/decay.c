@@ -1,0 +1,402 @@
+/* Decay: free memory goes back to the OS by age and recent reuse, and within a bound once
+ * the live set has collapsed; the hand-back itself (MADV_DONTNEED) and malloc_trim's.
+ *
+ * 6. Decay: free memory follows recent use. Warm free memory goes back to the OS
+ *    (MADV_DONTNEED) by the clock, not only when pages are freed.
+ *    - Age. Time is counted in steps, an eighth of USLUB_DECAY_MS (10 s: 1.25 s steps). A
+ *      warm block carries the step it went free in; a split keeps it, a merge of two warm
+ *      halves takes the mean (the age of its pages on average). Reuse is LIFO (warm
+ *      blocks head each list), so what a program takes again stays young.
+ *    - Recent reuse. Free memory that was in use once - warm, or handed back and still
+ *      free - is a level that frees raise, reuse lowers and hand-backs leave alone; its
+ *      largest fall from a high within the period is what the program took again. Up to
+ *      that much (at least M_TRIM_THRESHOLD) is kept; it is the wave that a program which
+ *      frees and reallocates in waves needs warm, and it is bounded by recent use, not by
+ *      the peak.
+ *    - A pass (uslub_decay_zone), once a step per zone: blocks free for the whole period
+ *      go back; of the rest, what exceeds the recent reuse goes back oldest first, from
+ *      blocks free for at least two steps. After a 1 GiB spike and with no reuse, that
+ *      is everything but 32 MiB after two to three steps, and the rest after the period.
+ *    - Who makes it: the first page allocation or free of a new step (a look at the
+ *      coarse clock otherwise; never the no-wait high-order try, which must not wait for
+ *      the lock), and the background thread (replenish.c) each step while any zone holds
+ *      warm free memory - a program whose traffic is all fast paths reaches neither
+ *      slow path.
+ *    Free memory handed back the moment it exceeds a bound is faulted in again at once,
+ *    hence the minimum age and the reuse bound (tools/bench/results/). malloc_trim hands
+ *    back everything at once; the cap's reclaim too.
+ *
+ * 7. The bound: a collapsed live set keeps little. Decay alone keeps what recent reuse
+ *    called for, so a program whose live set collapses would keep its last wave for the
+ *    period. So once less than a quarter of M_TRIM_THRESHOLD (8 MiB) is in use (slab
+ *    pages, large and huge blocks), free memory kept - warm free pages of every zone and
+ *    cached huge mappings (huge.c) - may not exceed half of it (16 MiB).
+ *    - Where: uslub_pages_bound, on the slow paths where free memory grows or memory in
+ *      use falls - a page free, a huge free - never on an allocation. Past the bound,
+ *      what exceeds three quarters of it goes back at once, oldest first (the decay's
+ *      order, shed_locked), large zone first; the huge cache is cut to that too, and a
+ *      mapping the bound has no room for is not cached. One thread sheds at a time, so
+ *      two do not hand back the same excess.
+ *    - Why only a collapse: a bound that follows a larger live set handed back memory
+ *      that steady churn faulted in again at once; at 8 MiB in use no workload changed
+ *      (tools/bench/results/).
+ *    - The cost: a program with almost nothing in use that frees and reallocates more
+ *      than 16 MiB at a time (a lone 20 MiB buffer replaced in a loop) maps it afresh
+ *      each time (glibc keeps it, having raised its mmap threshold). */
+#include "page/page.h"
+
+#include "internal.h"
+#include "os/options.h"
+#include "os/os.h"
+
+/* Warm free memory beyond this is handed back to the OS at free time (mallopt's
+ * M_TRIM_THRESHOLD sets it); half of it is kept. */
+uint64_t uslub_trim_threshold = 32UL << 20;
+
+/* ---- decay: free memory follows recent use ---------------------------------------- */
+
+/* Time in decay steps: an eighth of USLUB_DECAY_MS each (1.25 s by default), read from
+ * the coarse clock (vDSO: no system call, a few nanoseconds). */
+static uint64_t step_ms(void)
+{
+	/* Tests that link core/ without reading the settings see 0: the default then. */
+	unsigned period = uslub_config.decay_ms ? uslub_config.decay_ms : 10000;
+	return period / DECAY_STEPS ? period / DECAY_STEPS : 1;
+}
+
+uint32_t uslub_step_now(void)
+{
+	return (uint32_t)(uslub_os_now_ms() / step_ms());
+}
+
+uint64_t uslub_release_threshold(void)
+{
+	return uslub_trim_threshold;
+}
+
+/* Free memory that was in use once: warm, or handed back and not used since. Frees raise
+ * it, allocations that reuse memory lower it, hand-backs leave it as it is - so how far it
+ * falls from a recent high is how much freed memory the program has taken again. */
+static uint64_t used_free_pages(const struct uslub_node *n)
+{
+	return n->warm_free_pages + n->released_free_pages;
+}
+
+/* After pages went free, under the lock. */
+void uslub_note_free(struct uslub_node *n)
+{
+	uint64_t level = used_free_pages(n);
+	uint64_t *high = &n->reuse_high[n->reuse_step % DECAY_STEPS];
+	if (level > *high)
+		*high = level;
+	if (level > n->reuse_window_high)
+		n->reuse_window_high = level;
+}
+
+/* After pages were taken, under the lock: the fall from the period's high is reuse. */
+void uslub_note_reuse(struct uslub_node *n)
+{
+	uint64_t high = n->reuse_window_high, level = used_free_pages(n);
+	uint64_t *reuse = &n->reuse[n->reuse_step % DECAY_STEPS];
+	if (high > level && high - level > *reuse)
+		*reuse = high - level;
+}
+
+/* The slots of the steps since the last pass start empty; under the lock. */
+static void reuse_advance(struct uslub_node *n, uint32_t step)
+{
+	uint32_t gap = step - n->reuse_step;
+	if (gap > DECAY_STEPS)
+		gap = DECAY_STEPS;
+	for (uint32_t k = 1; k <= gap; k++) {
+		n->reuse[(n->reuse_step + k) % DECAY_STEPS] = 0;
+		n->reuse_high[(n->reuse_step + k) % DECAY_STEPS] = 0;
+	}
+	n->reuse_step = step;
+	n->reuse_window_high = 0;
+	for (unsigned k = 0; k < DECAY_STEPS; k++)
+		if (n->reuse_high[k] > n->reuse_window_high)
+			n->reuse_window_high = n->reuse_high[k];
+	uslub_note_free(n); /* a fall from today's level counts */
+}
+
+static unsigned age_of(const struct page_desc *d, uint32_t step)
+{
+	unsigned age = (uint16_t)((uint16_t)step - d->objects);
+	return age < DECAY_STEPS ? age : DECAY_STEPS;
+}
+
+static size_t hand_back(struct uslub_node *n, struct page_desc *batch);
+
+/* Warm blocks looked at per pass, under the lock (largest orders first, so a heap of
+ * whole free blocks is seen whole; a heap cut into more small free blocks than this is
+ * decayed a part at a time). */
+#define DECAY_SCAN 16384
+/* Below this age (in steps) free memory stays, whatever the reuse says: long enough for
+ * a program that frees and reallocates in waves to show its reuse. */
+#define DECAY_MIN_AGE 2
+
+/* Warm blocks of zone n off its lists, oldest first, until at most `keep` warm pages
+ * stay or only blocks younger than `min_age` steps are left; blocks free for the whole
+ * period go whatever `keep` says. Under the lock; the batch is for hand_back. */
+static struct page_desc *shed_locked(struct uslub_node *n, uint32_t step, uint64_t keep,
+				     int min_age)
+{
+	uint64_t by_age[DECAY_STEPS + 1] = {0};
+	unsigned seen = 0;
+	struct page_desc *d, *batch = NULL;
+	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN; o--)
+		cds_list_for_each_entry(d, &n->free_area[o], list)
+		{
+			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
+				break;
+			by_age[age_of(d, step)] += 1UL << o;
+		}
+	/* Everything of age > cut goes, and `quota` pages of age == cut. */
+	uint64_t left = n->warm_free_pages - by_age[DECAY_STEPS], quota = by_age[DECAY_STEPS];
+	unsigned cut = DECAY_STEPS;
+	for (int a = DECAY_STEPS - 1; a >= min_age && left > keep; a--) {
+		uint64_t take = left - keep < by_age[a] ? left - keep : by_age[a];
+		left -= take;
+		cut = (unsigned)a;
+		quota = take;
+	}
+	seen = 0;
+	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN && (cut < DECAY_STEPS || quota);
+	     o--) {
+		struct page_desc *tmp;
+		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list)
+		{
+			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
+				break;
+			unsigned age = age_of(d, step);
+			if (age < cut || (age == cut && !quota))
+				continue;
+			if (age == cut)
+				quota = quota > (1UL << o) ? quota - (1UL << o) : 0;
+			uslub_list_remove(n, d);
+			d->order = (uint8_t)o;
+			d->next = batch;
+			batch = d;
+		}
+	}
+	if (batch)
+		n->handing_back++;
+	return batch;
+}
+
+/* One pass over zone n for `step`, if no one has made it yet:
+ *   - warm blocks free for the whole period (DECAY_STEPS steps) go back;
+ *   - of the rest, what the recent reuse does not call for goes back, oldest first,
+ *     from blocks free at least DECAY_MIN_AGE steps.
+ * "Recent reuse" is the most freed memory the program took again within the period
+ * (note_reuse), at least M_TRIM_THRESHOLD: a program that reallocates in waves keeps a
+ * wave's worth warm, one that freed a spike and stays small keeps the threshold. */
+size_t uslub_decay_zone(struct uslub_node *n, uint32_t step)
+{
+	uint32_t last = atomic_load_explicit(&n->decay_last, memory_order_relaxed);
+	if (last == step ||
+	    !atomic_compare_exchange_strong_explicit(&n->decay_last, &last, step,
+						     memory_order_relaxed, memory_order_relaxed))
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	reuse_advance(n, step);
+	/* An eighth more than the largest reuse: waves differ a little from one to the
+	 * next, and without the margin the few MiB a wave needs beyond the last one's went
+	 * back and were faulted in again every wave (tools/bench/results/). */
+	uint64_t keep = 0;
+	for (unsigned k = 0; k < DECAY_STEPS; k++)
+		if (n->reuse[k] > keep)
+			keep = n->reuse[k];
+	keep += keep / 8;
+	if (keep < uslub_trim_threshold >> USLUB_PAGE_SHIFT)
+		keep = uslub_trim_threshold >> USLUB_PAGE_SHIFT;
+	struct page_desc *batch = shed_locked(n, step, keep, DECAY_MIN_AGE);
+	if (batch)
+		n->decay_passes++;
+	pthread_mutex_unlock(&n->lock);
+	if (!batch)
+		return 0;
+	return hand_back(n, batch);
+}
+
+/* ---- the bound: free memory follows the live set (section 7) ---------------------- */
+
+uint64_t uslub_keep_bound(void)
+{
+	uint64_t in_use = atomic_load_explicit(&uslub_slab_bytes, memory_order_relaxed) +
+			  atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) +
+			  atomic_load_explicit(&uslub_huge_bytes, memory_order_relaxed);
+	/* A live set under a quarter of M_TRIM_THRESHOLD has collapsed (or never grew): free
+	 * memory kept is held to half the threshold. Above, the decay alone decides. */
+	return in_use < uslub_trim_threshold / 4 ? uslub_trim_threshold / 2 : UINT64_MAX;
+}
+
+/* One thread sheds at a time: two reading the same excess would hand it back twice. */
+static _Atomic int bounding;
+
+void uslub_pages_bound(void)
+{
+	uint64_t bound = uslub_keep_bound();
+	uint64_t warm = atomic_load_explicit(&uslub_warm_pages_all, memory_order_relaxed)
+			<< USLUB_PAGE_SHIFT;
+	uint64_t huge = atomic_load_explicit(&uslub_huge_cached_bytes, memory_order_relaxed);
+	if (likely(warm + huge <= bound) || atomic_exchange(&bounding, 1))
+		return;
+	/* Down to three quarters of the bound, so a program hovering at it does not pay a
+	 * hand-back at every free. */
+	uint64_t target = bound - bound / 4;
+	if (huge > target)
+		uslub_huge_cache_trim(target);
+	uint32_t step = uslub_step_now();
+	for (unsigned z = 0; z < NR_ZONES; z++) {
+		unsigned zone = z < MAX_NODES ? LARGE_ZONE(z) : z - MAX_NODES; /* large first */
+		if (zone % MAX_NODES >= uslub_nr_nodes)
+			continue;
+		struct uslub_node *n = &uslub_nodes[zone];
+		uint64_t kept =
+		    (atomic_load_explicit(&uslub_warm_pages_all, memory_order_relaxed)
+		     << USLUB_PAGE_SHIFT) +
+		    atomic_load_explicit(&uslub_huge_cached_bytes, memory_order_relaxed);
+		if (kept <= target)
+			break;
+		uint64_t excess = (kept - target) >> USLUB_PAGE_SHIFT;
+		pthread_mutex_lock(&n->lock);
+		uint64_t keep = n->warm_free_pages > excess ? n->warm_free_pages - excess : 0;
+		struct page_desc *batch = n->warm_free_pages ? shed_locked(n, step, keep, 0) : NULL;
+		if (batch)
+			n->bound_sheds++;
+		pthread_mutex_unlock(&n->lock);
+		if (batch)
+			hand_back(n, batch);
+	}
+	atomic_store(&bounding, 0);
+}
+
+/* On the allocator's slow paths (pages freed or taken, never the no-wait try): a pass
+ * when a step has begun since the last; a look at the clock otherwise. */
+void uslub_maybe_decay(struct uslub_node *n)
+{
+	uint32_t step = uslub_step_now();
+	if (step != atomic_load_explicit(&n->decay_last, memory_order_relaxed))
+		uslub_decay_zone(n, step);
+}
+
+size_t uslub_pages_decay_all(void)
+{
+	uint32_t step = uslub_step_now();
+	size_t released = 0;
+	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
+		released += uslub_decay_zone(&uslub_nodes[i], step);
+		released += uslub_decay_zone(&uslub_nodes[LARGE_ZONE(i)], step);
+	}
+	return released;
+}
+
+/* Read under each zone's lock: a free that the thread does not see here takes the lock
+ * after it, and so sees the thread's `idle` (uslub_background_note) - no fence on the
+ * free path. */
+static bool zone_warm(struct uslub_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	bool warm = n->warm_free_pages != 0;
+	pthread_mutex_unlock(&n->lock);
+	return warm;
+}
+
+long uslub_pages_decay_wait_ms(void)
+{
+	for (unsigned i = 0; i < uslub_nr_nodes; i++)
+		if (zone_warm(&uslub_nodes[i]) || zone_warm(&uslub_nodes[LARGE_ZONE(i)])) {
+			uint64_t len = step_ms();
+			return (long)(len - uslub_os_now_ms() % len + 1);
+		}
+	return -1;
+}
+
+/* Descriptors inside a free block describe nothing; those filling whole pages after the
+ * block's first descriptor page are handed back too, so a trimmed heap keeps ~1/64 of
+ * nothing rather than 1/64 of its peak. */
+static void release_descriptors(struct page_desc *d, unsigned order)
+{
+	uintptr_t first = ((uintptr_t)d + USLUB_PAGE_SIZE) & ~(USLUB_PAGE_SIZE - 1);
+	uintptr_t end = (uintptr_t)(d + (1UL << order));
+	if (end > first)
+		uslub_os_release((void *)first, end - first);
+}
+
+size_t uslub_pages_release(unsigned node, uint64_t keep)
+{
+	return uslub_release_blocks(node, keep, RELEASE_ANY);
+}
+
+/* Hand warm free blocks back until at most `keep` warm pages stay (RELEASE_ANY), or every
+ * block (RELEASE_ALL). */
+size_t uslub_release_blocks(unsigned node, uint64_t keep, enum release_mode mode)
+{
+	struct uslub_node *n = &uslub_nodes[node];
+	struct page_desc *batch = NULL;
+
+	pthread_mutex_lock(&n->lock);
+	for (int o = USLUB_MAX_ORDER; o >= 0 && (mode == RELEASE_ALL || n->warm_free_pages > keep);
+	     o--) {
+		struct page_desc *d, *tmp;
+		cds_list_for_each_entry_safe(d, tmp, &n->free_area[o], list)
+		{
+			if (d->flags & PF_RELEASED)
+				continue;
+			/* Cold blocks trail the list. Never-touched ones count against the cap
+			 * all the same: RELEASE_ALL (reclaim at the cap) hands them back too,
+			 * which costs the kernel nothing to undo. */
+			if ((d->flags & PF_COLD) && mode != RELEASE_ALL)
+				break;
+			if (mode != RELEASE_ALL && n->warm_free_pages <= keep)
+				break;
+			uslub_list_remove(n, d);
+			d->order = (uint8_t)o;
+			d->next = batch;
+			batch = d;
+		}
+	}
+	if (batch)
+		n->handing_back++;
+	pthread_mutex_unlock(&n->lock);
+	if (!batch)
+		return 0;
+	return hand_back(n, batch);
+}
+
+/* Blocks taken off zone n's lists go back to the OS and onto the lists again, handed back
+ * (or as they were, where the OS refused). madvise outside the lock: other threads keep
+ * allocating meanwhile. Bytes handed back. */
+static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
+{
+	size_t released = 0;
+	struct page_desc *done = batch;
+	for (struct page_desc *d = batch; d; d = d->next) {
+		uint64_t bytes = block_bytes(d->order);
+		if (uslub_os_release(page_address(d), bytes) == 0) {
+			d->flags = PF_COLD | PF_RELEASED;
+			released += bytes;
+			release_descriptors(d, d->order);
+		} else {
+			d->flags &= PF_COLD; /* as it was: still counted, still in place */
+		}
+	}
+	pthread_mutex_lock(&n->lock);
+	while (done) {
+		struct page_desc *next = done->next;
+		done->next = NULL;
+		if (done->flags & PF_RELEASED)
+			atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(done->order));
+		uslub_free_one(n, done, done->order, done->flags, done->objects);
+		done = next;
+	}
+	/* Atomic: the statistics read them without the lock, now also while the
+	 * background thread hands memory back. */
+	__atomic_fetch_add(&n->released_bytes, released, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&n->release_calls, 1, __ATOMIC_RELAXED);
+	n->handing_back--;
+	pthread_mutex_unlock(&n->lock);
+	return released;
+}

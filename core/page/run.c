@@ -1,0 +1,216 @@
+/* Runs: large blocks cut from the pages they need rather than from a power-of-two block
+ * each, packed end to end and assembled from neighbouring free blocks; and the claim of
+ * free pages in place (a large block grown by realloc). */
+#include "page/page.h"
+
+#include "internal.h"
+#include "os/vg.h"
+
+/* Takes pages [d, d + npages), all free, out of zone n's lists, giving back what the
+ * free blocks holding them have outside the range; the lock is held. -1 if a page is not
+ * free. */
+static int claim_locked(struct uslub_node *n, struct page_desc *d, size_t npages)
+{
+	for (size_t i = 0; i < npages;) {
+		struct page_desc *h = uslub_free_block_of(d + i);
+		if (!h)
+			return -1;
+		i = (size_t)(h + (1UL << h->order) - d);
+	}
+	if (uslub_memcheck)
+		vg_undefined(page_address(d), npages << USLUB_PAGE_SHIFT);
+	for (size_t i = 0; i < npages;) {
+		struct page_desc *h = uslub_free_block_of(d + i);
+		unsigned flags = h->flags;
+		uint16_t stamp = h->objects;
+		size_t len = 1UL << h->order;
+		uslub_list_remove(n, h);
+		if (flags & PF_RELEASED)
+			uslub_mapped_add(block_bytes(h->order));
+		flags &= PF_COLD;
+		/* Give back what lies outside the claimed range. */
+		if (h < d)
+			uslub_free_range_locked(n, h, (size_t)(d - h), flags, stamp);
+		struct page_desc *end = h + len;
+		if (end > d + npages)
+			uslub_free_range_locked(n, d + npages, (size_t)(end - (d + npages)), flags,
+						stamp);
+		i = (size_t)(end - d);
+	}
+	uslub_note_reuse(n);
+	return 0;
+}
+
+int uslub_pages_claim(struct page_desc *d, size_t npages)
+{
+	struct region *r = region_of(d);
+	struct uslub_node *n = r->node;
+	if (page_index(d) + npages > r->grown)
+		return -1;
+	pthread_mutex_lock(&n->lock);
+	int rc = claim_locked(n, d, npages);
+	pthread_mutex_unlock(&n->lock);
+	return rc;
+}
+
+/* Free pages from `h` on: how many follow in a row (up to `want`), block after block. A
+ * block handed back to the OS ends the run where taking it would pass the cap. */
+static size_t run_length(struct page_desc *h, size_t want)
+{
+	struct region *r = region_of(h);
+	size_t got = 0;
+	while (got < want && page_index(h + got) < r->grown) {
+		struct page_desc *b = uslub_free_block_of(h + got);
+		if (!b || ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
+			break;
+		got = (size_t)(b + (1UL << b->order) - h);
+	}
+	return got;
+}
+
+/* A large block of npages that no free block of its order can hold: neighbouring free
+ * blocks of lower orders, taken together, before the heap grows. Without this, a heap of
+ * large blocks of mixed sizes (each a power-of-two block with its tail given back) grows
+ * whenever no block of the full order is left, however much free memory lies in smaller
+ * neighbouring pieces (tools/bench/results/). First fit from the larger pieces down; at most
+ * RUN_TRIES blocks looked at, under the lock. */
+#define RUN_TRIES 256
+
+/* Where the last large block cut from cold memory ended, if npages from there are free
+ * and cold (so not memory that warm blocks elsewhere should be reused before) in zone n's
+ * own regions: claimed, under the lock. */
+static struct page_desc *next_fit(struct uslub_node *n, size_t npages)
+{
+	struct page_desc *h = n->large_next;
+	if (!h)
+		return NULL;
+	struct region *r = region_of(h);
+	if (r->node != n || page_index(h) + npages > r->grown)
+		return NULL;
+	for (size_t got = 0; got < npages;) {
+		struct page_desc *b = uslub_free_block_of(h + got);
+		if (!b || !(b->flags & PF_COLD) ||
+		    ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
+			return NULL;
+		got = (size_t)(b + (1UL << b->order) - h);
+	}
+	claim_locked(n, h, npages);
+	return h;
+}
+
+/* Blocks looked at before a large block for free pages to start on. */
+#define BEFORE_TRIES 16
+
+/* How many free pages lie right before d, in whole free blocks (at most BEFORE_TRIES of
+ * them), under the lock. A block handed back to the OS ends the count where taking it
+ * would pass the cap. */
+static size_t free_before(struct page_desc *d)
+{
+	size_t k = 0;
+	for (int i = 0; i < BEFORE_TRIES && page_index(d - k) > FIRST_PAGE; i++) {
+		struct page_desc *h = uslub_free_block_of(d - k - 1);
+		if (!h || ((h->flags & PF_RELEASED) && uslub_over_limit(block_bytes(h->order))))
+			break;
+		k += 1UL << h->order;
+	}
+	return k;
+}
+
+struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages)
+{
+	unsigned order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
+	struct uslub_node *n = &uslub_nodes[node];
+	pthread_mutex_lock(&n->lock);
+	struct page_desc *d = uslub_find_block(n, order, 0);
+	/* Large blocks whose size is not a power of two are packed end to end (25 pages each
+	 * for 100 KiB) rather than each in a power-of-two block whose tail nothing of that
+	 * size can use - a fifth of the heap lost, which a tight RLIMIT_AS makes plain. Warm
+	 * memory is reused first, as always, from the start of the free pages right before
+	 * its block; cold memory is cut in address order, after the block cut last. */
+	if (!d || (d->flags & PF_COLD)) {
+		struct page_desc *h = next_fit(n, npages);
+		if (h) {
+			n->large_next = h + npages;
+			pthread_mutex_unlock(&n->lock);
+			h->flags = 0;
+			h->order = (uint8_t)order;
+			return h;
+		}
+	}
+	if (d) {
+		/* In warm memory only to go on right after the block cut last (blocks of one
+		 * size filling freed memory again), not wherever free pages lie before a block:
+		 * in a mix of sizes, blocks started off their power-of-two boundaries split the
+		 * free memory up (tools/bench/results/). */
+		struct page_desc *last = n->large_next;
+		bool cold = d->flags & PF_COLD;
+		size_t k = cold || (last && last < d && d - last < (1L << USLUB_MAX_ORDER))
+			       ? free_before(d)
+			       : 0;
+		if (!cold && d - k != last)
+			k = 0;
+		n->large_next = d - k + npages;
+		if (k) {
+			/* From the start of the free pages: all of them before d, or some of
+			 * d's block too. */
+			d -= k;
+			claim_locked(n, d, npages);
+			pthread_mutex_unlock(&n->lock);
+			d->flags = 0;
+			d->order = (uint8_t)order;
+			return d;
+		}
+		d = uslub_take_block(n, d, order);
+		if (npages < (1UL << order))
+			uslub_pages_free_range(d + npages, (1UL << order) - npages);
+		return d;
+	}
+	unsigned tries = 0;
+	for (unsigned o = order; o-- > 0 && tries < RUN_TRIES;) {
+		struct page_desc *h;
+		cds_list_for_each_entry(h, &n->free_area[o], list)
+		{
+			if (++tries > RUN_TRIES)
+				break;
+			if (run_length(h, npages) < npages)
+				continue;
+			claim_locked(n, h, npages);
+			n->runs++;
+			n->large_next = h + npages;
+			pthread_mutex_unlock(&n->lock);
+			h->flags = 0;
+			h->order = (uint8_t)order;
+			return h;
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	return NULL;
+}
+
+struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t npages,
+					  bool aligned)
+{
+	struct page_desc *d = uslub_pages_alloc(node, order, 0);
+	if (!d)
+		return NULL;
+	/* Moved back to the start of the free pages before it, as in alloc_run: a block cut
+	 * from a fresh step continues where the last one before the step ended. */
+	struct uslub_node *n = region_of(d)->node; /* a borrowed block: the slab zone */
+	struct page_desc *end = d + (1UL << order), *start = d;
+	unsigned flags = d->flags & PF_COLD; /* of what is given back: a tail is as fresh */
+	pthread_mutex_lock(&n->lock);
+	size_t k = aligned ? 0 : free_before(d);
+	if (k) {
+		start = d - k;
+		claim_locked(n, start, k < npages ? k : npages);
+		d->flags = 0;
+		start->flags = 0;
+		start->order = (uint8_t)order;
+	}
+	struct page_desc *rest = start + npages > d ? start + npages : d;
+	uslub_free_range_locked(n, rest, (size_t)(end - rest), flags, (uint16_t)uslub_step_now());
+	if (n == &uslub_nodes[node])
+		n->large_next = start + npages;
+	pthread_mutex_unlock(&n->lock);
+	return start;
+}
