@@ -692,6 +692,8 @@ __attribute__((noreturn)) void uslub_report_corrupt(const char *what, const stru
 
 #define HUGE_THRESHOLD MAX_BLOCK
 void *uslub_large_alloc(size_t size, size_t align, bool zero);
+/* Free large block p, whose head descriptor is d: classified (api/lookup.c), its start
+ * and not freed already. */
 void uslub_large_free(struct page_desc *d, void *p);
 /* Give a thread's cached large blocks back to the page allocator (exit, malloc_trim). */
 void uslub_large_cache_drain(struct uslub_thread *t);
@@ -701,8 +703,14 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero);
 /* Nonzero if p is a huge block: the bytes the program may use, the mapping's or, when a
  * checker watches (debug.h, uslub_block_debug), the request. Likewise for a large one. */
 size_t uslub_huge_usable(const void *p);
-/* A huge block is freed into the huge cache (large.c) or unmapped. */
-int uslub_huge_free(void *p);
+/* A huge block is freed into the huge cache or unmapped: 1. 0 when p is no huge block.
+ * With expect_pages, the sized frees' check: when the block's usable bytes (as
+ * uslub_huge_usable counts them) are not that many pages, -1 and nothing is freed, the
+ * bytes in *usable. One look-up of the table. */
+int uslub_huge_free(void *p, size_t expect_pages, size_t *usable);
+/* realloc of huge block p to a smaller block `to`: its first bytes, at most max, copied,
+ * then p freed; 0 when p is no huge block (to untouched). One look-up of the table. */
+int uslub_huge_move_out(void *p, void *to, size_t max);
 /* Unmap cached huge mappings unused for the decay period, or all of them (malloc_trim,
  * and before a mapping refused at a limit is tried again); bytes unmapped. Takes
  * huge_lock: not with it held. */
@@ -712,7 +720,9 @@ size_t uslub_huge_cache_release(bool all);
 size_t uslub_huge_cache_trim(uint64_t keep);
 /* p was a huge block among the last ones freed. */
 bool uslub_huge_was_freed(const void *p);
-void *uslub_huge_realloc(void *p, size_t size);
+/* Resize huge block p in place or by mremap (NULL, errno ENOMEM: p is left as it was);
+ * *found false when p is no huge block. One look-up of the table. */
+void *uslub_huge_realloc(void *p, size_t size, bool *found);
 void uslub_huge_lock(void);
 void uslub_huge_unlock(void);
 extern _Atomic uint64_t uslub_large_bytes;

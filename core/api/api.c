@@ -34,17 +34,19 @@ void *uslub_realloc(void *p, size_t size)
 	if (!p)
 		return uslub_malloc_inline(size);
 	void *caller = __builtin_return_address(0);
+	struct page_desc *d = block_of(p);
 	struct uslub_ptr ptr;
-	uslub_classify(p, block_of(p), "realloc", CLASSIFY_USABLE, &ptr);
+	/* A huge block's size is left to the huge operation below, which looks it up. */
+	uslub_classify(p, d, "realloc", d ? CLASSIFY_USABLE : 0, &ptr);
 	if (size == 0) {
-		uslub_free_ptr(p, &ptr, caller);
+		uslub_free_ptr(p, &ptr, "realloc", caller);
 		return NULL;
 	}
 	if (size > PTRDIFF_MAX) {
 		errno = ENOMEM;
 		return NULL;
 	}
-
+	void *q;
 	switch (ptr.kind) {
 	case PTR_SLAB: {
 		/* Same class, or a shrink that keeps at least half: stay. */
@@ -58,21 +60,35 @@ void *uslub_realloc(void *p, size_t size)
 	}
 	case PTR_LARGE:
 		if (size > USLUB_MAX_SMALL && size <= HUGE_THRESHOLD) {
-			void *q = uslub_large_realloc(ptr.d, p, size);
+			q = uslub_large_realloc(ptr.d, p, size);
 			if (q)
 				return q;
 		}
 		break;
-	case PTR_HUGE:
-		if (size > HUGE_THRESHOLD)
-			return uslub_huge_realloc(p, size);
-		break;
+	case PTR_HUGE: {
+		bool found;
+		if (size > HUGE_THRESHOLD) {
+			q = uslub_huge_realloc(p, size, &found);
+		} else {
+			/* Smaller than a huge block: the new block first, then the old one's
+			 * bytes copied over as it leaves the huge table. */
+			q = uslub_malloc_inline(size);
+			if (!q)
+				return NULL;
+			found = uslub_huge_move_out(p, q, size);
+			if (!found)
+				uslub_free_inline(q);
+		}
+		if (!found)
+			uslub_report_no_block("realloc", p);
+		return q;
 	}
-	void *q = uslub_malloc_inline(size);
+	}
+	q = uslub_malloc_inline(size);
 	if (!q)
 		return NULL;
 	memcpy(q, p, size < ptr.usable ? size : ptr.usable);
-	uslub_free_ptr(p, &ptr, caller);
+	uslub_free_ptr(p, &ptr, "realloc", caller);
 	return q;
 }
 

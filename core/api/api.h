@@ -37,8 +37,8 @@ enum { CLASSIFY_USABLE = 0x1 };
  * for its size: each huge operation looks it up once itself. */
 void uslub_classify(const void *p, struct page_desc *d, const char *op, unsigned flags,
 		    struct uslub_ptr *out);
-/* Frees p, classified; `caller` is the program's call site (USLUB_DEBUG=U). */
-void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, void *caller);
+/* Frees p, classified for `op`; `caller` is the program's call site (USLUB_DEBUG=U). */
+void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, const char *op, void *caller);
 /* A pointer with no live block behind it: a second free of a block whose memory went
  * back (its pages free, or its huge mapping gone) is reported as a double free, anything
  * else as an invalid pointer. Stops the program. */

@@ -77,14 +77,15 @@ void uslub_report_no_block(const char *func, const void *p)
 	uslub_report_bad_free("invalid pointer", func, p, NULL);
 }
 
-/* The free of a classified pointer: each kind's own free, nothing looked up again. */
-void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, void *caller)
+/* The free of a classified pointer: each kind's own free, nothing looked up again (a
+ * huge block is looked up once, by its free). */
+void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, const char *op, void *caller)
 {
 	int saved = errno;
 	switch (ptr->kind) {
 	case PTR_HUGE:
-		if (!uslub_huge_free(p))
-			uslub_report_no_block("free", p);
+		if (!uslub_huge_free(p, 0, NULL))
+			uslub_report_no_block(op, p);
 		break;
 	case PTR_LARGE:
 		uslub_large_free(ptr->d, p); /* takes the thread's slow_lock for its cache */
@@ -105,5 +106,5 @@ void uslub_free_slow(void *p, struct page_desc *d)
 		return;
 	struct uslub_ptr ptr;
 	uslub_classify(p, d, "free", 0, &ptr);
-	uslub_free_ptr(p, &ptr, __builtin_return_address(0));
+	uslub_free_ptr(p, &ptr, "free", __builtin_return_address(0));
 }

@@ -3,6 +3,8 @@
 
 #include "os/print.h"
 
+#include <errno.h>
+
 #define DBG_LETTERS (DBG_CHECK | DBG_REDZONE | DBG_POISON | DBG_TRACK | DBG_TRACE)
 
 static const char *const op_name[] = {
@@ -86,12 +88,18 @@ void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized
 		if (uslub_debug_every_cache && pages_of(size) != s->objects)
 			report_size(p, size, op, NULL, "large",
 				    (size_t)s->objects << USLUB_PAGE_SHIFT);
-	} else if (uslub_debug_every_cache) {
-		/* The request under a checker (large.c), else the whole mapping: pages
-		 * either way. */
-		size_t len = uslub_huge_usable(p);
-		if (len && pages_of(size) != pages_of(len))
+	} else {
+		/* The request under a checker, else the whole mapping (uslub_huge_usable):
+		 * pages either way, checked by the free's one look-up. */
+		size_t len;
+		int saved = errno;
+		int freed = uslub_huge_free(p, uslub_debug_every_cache ? pages_of(size) : 0, &len);
+		errno = saved;
+		if (freed < 0)
 			report_size(p, size, op, NULL, "huge", len);
+		if (!freed)
+			uslub_report_no_block("free", p);
+		return;
 	}
-	uslub_free_ptr(p, &ptr, caller);
+	uslub_free_ptr(p, &ptr, "free", caller);
 }

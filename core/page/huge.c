@@ -403,7 +403,9 @@ size_t uslub_huge_usable(const void *p)
 	return len;
 }
 
-int uslub_huge_free(void *p)
+/* The free of huge block p, with uslub_huge_free's check, and for uslub_huge_move_out a copy
+ * of its first bytes to `to` once it is out of the table (the bytes are still mapped). */
+static int huge_release(void *p, size_t expect_pages, size_t *usable, void *to, size_t max)
 {
 	pthread_mutex_lock(&huge_lock);
 	struct huge_entry *e = huge_find((uintptr_t)p);
@@ -412,9 +414,18 @@ int uslub_huge_free(void *p)
 		return 0;
 	}
 	size_t len = e->len, size = e->size;
+	/* The bytes the program may use (uslub_huge_usable): the request under a checker. */
+	size_t bytes = unlikely(uslub_block_debug) ? size : len;
+	if (expect_pages && (bytes + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT != expect_pages) {
+		pthread_mutex_unlock(&huge_lock);
+		*usable = bytes;
+		return -1;
+	}
 	huge_erase(e);
 	huge_note_freed((uintptr_t)p);
 	pthread_mutex_unlock(&huge_lock);
+	if (to)
+		memcpy(to, p, max < bytes ? max : bytes);
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_free(p, size, len);
 	atomic_fetch_sub(&uslub_huge_bytes, len);
@@ -427,18 +438,34 @@ int uslub_huge_free(void *p)
 	return 1;
 }
 
+int uslub_huge_free(void *p, size_t expect_pages, size_t *usable)
+{
+	return huge_release(p, expect_pages, usable, NULL, 0);
+}
+
+int uslub_huge_move_out(void *p, void *to, size_t max)
+{
+	return huge_release(p, 0, NULL, to, max);
+}
+
 /* Grow or shrink with mremap; NULL (errno ENOMEM) leaves the block as it was. With
  * `retry`, a growth refused under RLIMIT_AS is tried again once free region memory is
  * unmapped - outside huge_lock, which nests inside the zone locks (fork_prepare). */
-static void *huge_realloc(void *p, size_t size, bool retry)
+static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 {
-	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
 	pthread_mutex_lock(&huge_lock);
 	struct huge_entry *e = huge_find((uintptr_t)p);
+	*found = e != NULL;
+	if (!e) {
+		pthread_mutex_unlock(&huge_lock);
+		return NULL;
+	}
+	if (size > PTRDIFF_MAX - HUGE_ALIGN) {
+		pthread_mutex_unlock(&huge_lock);
+		errno = ENOMEM;
+		return NULL;
+	}
 	size_t old = e->len, old_size = e->size;
 	/* Checked while the bytes are where they were: a shrink unmaps the tail. */
 	if (unlikely(uslub_block_debug))
@@ -453,7 +480,7 @@ static void *huge_realloc(void *p, size_t size, bool retry)
 	if (len > old && uslub_over_limit(len - old)) {
 		pthread_mutex_unlock(&huge_lock);
 		if (retry && uslub_huge_cache_release(true))
-			return huge_realloc(p, size, false);
+			return huge_realloc(p, size, false, found);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -469,7 +496,7 @@ static void *huge_realloc(void *p, size_t size, bool retry)
 		bool unmap = retry && len > old && errno == ENOMEM && uslub_os_space_limited();
 		pthread_mutex_unlock(&huge_lock);
 		if (unmap && (uslub_huge_cache_release(true) | uslub_pages_unmap_free()))
-			return huge_realloc(p, size, false);
+			return huge_realloc(p, size, false, found);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -489,9 +516,9 @@ static void *huge_realloc(void *p, size_t size, bool retry)
 	return q;
 }
 
-void *uslub_huge_realloc(void *p, size_t size)
+void *uslub_huge_realloc(void *p, size_t size, bool *found)
 {
-	return huge_realloc(p, size, true);
+	return huge_realloc(p, size, true, found);
 }
 
 void uslub_huge_lock(void)

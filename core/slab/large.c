@@ -111,12 +111,6 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 void uslub_large_free(struct page_desc *d, void *p)
 {
 	size_t npages = d->objects;
-	if (p != page_address(d))
-		uslub_report_bad_block("invalid pointer", "free", p, "inside a large",
-				       npages << USLUB_PAGE_SHIFT);
-	if (d->flags & PF_CACHED)
-		uslub_report_bad_block("double free", "free", p, "large",
-				       npages << USLUB_PAGE_SHIFT);
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_huge_cache_tick();
 	if (unlikely(uslub_block_debug))
