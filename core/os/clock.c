@@ -11,12 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* libc's clock_gettime is the vDSO's call behind a wrapper, but the wrapper lies in a
- * 64 KiB stretch of libc's text that a program which never reads the clock never maps:
- * calling it made every process 64 KiB larger (fault-around maps the whole stretch; the
- * sched_* wrappers cost another 64 KiB, hence the system calls below). The kernel's vDSO
- * is already mapped and resident, so its symbol is looked up once, here, in its ELF
- * dynamic symbol table (DT_HASH gives the table's length, so the walk is bounded). */
+/* libc's clock_gettime and sched_* wrappers lie in stretches of libc's text a program that
+ * never calls them never maps, so calling them grew every process (tools/bench/results/);
+ * the vDSO is mapped already, so its symbol is looked up once, here, in its ELF dynamic
+ * symbol table (DT_HASH gives the table's length, so the walk is bounded). */
 typedef int (*vdso_gettime_fn)(clockid_t, struct timespec *);
 static _Atomic(vdso_gettime_fn) vdso_gettime;
 static _Atomic int vdso_looked;
