@@ -1,19 +1,20 @@
 /* Debug caches (see debug.h for the slot layout): USLUB_DEBUG's slub_debug letters, the
- * hardened freelist, and the valgrind and ASan hooks. Everything here runs on the slow
- * path of a debug cache only; nothing allocates, and reports go through print.c. */
+ * hardened freelist, the objects' states, red zones and poison, and the valgrind and ASan
+ * hooks. Everything here runs on the slow path of a debug cache only; nothing allocates.
+ * The reports are in report.c, large and huge blocks in block.c. */
 #include "debug/debug.h"
+#include "debug/report.h"
 
+#include "internal.h"
 #include "os/options.h"
 #include "os/os.h"
 #include "os/print.h"
 #include "slab/slab.h"
 #include "os/vg.h"
 
-#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <unistd.h>
 
 /* The state word tells an allocated object from a free one, and both from bytes that are
@@ -21,15 +22,6 @@
  * so a state copied from another object does not pass. */
 #define STATE_ALLOC 0xa110ca7eda110ca7ULL
 #define STATE_FREE  0xf7eedf7eedf7eed0ULL
-
-/* A report about an object whose request is not known (a free one, a broken state). */
-#define REQ_UNKNOWN SIZE_MAX
-
-/* The operation a report was found in, and the program's call site, for its last line.
- * Set just before the checks of one operation; a report ends the process, so a thread
- * that overwrites another's is harmless. */
-static __thread const char *cur_op;
-static __thread void *cur_caller;
 
 /* ---- start-up ---------------------------------------------------------------------- */
 
@@ -232,7 +224,7 @@ void uslub_debug_slab_discard(const struct uslub_cache *c, struct page_desc *s)
 }
 
 /* The first byte in [p, p + n) that is not `val`, or NULL. */
-static const unsigned char *first_not(const void *p, size_t n, int val)
+const unsigned char *uslub_debug_first_not(const void *p, size_t n, int val)
 {
 	const unsigned char *b = p;
 	for (size_t i = 0; i < n; i++)
@@ -240,11 +232,6 @@ static const unsigned char *first_not(const void *p, size_t n, int val)
 			return b + i;
 	return NULL;
 }
-
-__attribute__((noreturn)) static void report_object(const struct uslub_cache *c,
-						    struct page_desc *s, void *object,
-						    const char *what, const void *fault,
-						    size_t req);
 
 /* The first byte of the red zones around an object holding `size` bytes (see
  * fill_redzones) that is not `val`, or NULL. */
@@ -255,9 +242,9 @@ static const unsigned char *bad_redzone(const struct uslub_cache *c, void *objec
 	size_t right = c->size - size + DBG_RZ;
 	mem_open(o - DBG_RZ, DBG_RZ);
 	mem_open(o + size, right);
-	const unsigned char *bad = first_not(o - DBG_RZ, DBG_RZ, val);
+	const unsigned char *bad = uslub_debug_first_not(o - DBG_RZ, DBG_RZ, val);
 	if (!bad)
-		bad = first_not(o + size, right, val);
+		bad = uslub_debug_first_not(o + size, right, val);
 	mem_close(o - DBG_RZ, DBG_RZ);
 	mem_close(o + size, right);
 	return bad;
@@ -269,13 +256,13 @@ static void check_redzones(struct uslub_cache *c, struct page_desc *s, void *obj
 {
 	const unsigned char *bad = bad_redzone(c, object, size, val);
 	if (bad)
-		report_object(c, s, object, "Redzone overwritten", bad, req);
+		uslub_debug_report_object(c, s, object, "Redzone overwritten", bad, req);
 }
 
 static void check_poison(struct uslub_cache *c, struct page_desc *s, void *object)
 {
 	mem_open(object, c->size);
-	const unsigned char *bad = first_not(object, c->size - 1, POISON_FREE);
+	const unsigned char *bad = uslub_debug_first_not(object, c->size - 1, POISON_FREE);
 	if (!bad && ((unsigned char *)object)[c->size - 1] != POISON_END)
 		bad = (unsigned char *)object + c->size - 1;
 	if (bad)
@@ -312,9 +299,79 @@ static void check_allocated(struct uslub_cache *c, struct page_desc *s)
 		    __atomic_load_n(&m->orig_size, __ATOMIC_RELAXED) != req)
 			continue;
 		if (req > c->size)
-			report_object(c, s, o, "Object metadata overwritten", bad, REQ_UNKNOWN);
-		report_object(c, s, o, "Redzone overwritten", bad, req);
+			uslub_debug_report_object(c, s, o, "Object metadata overwritten", bad,
+						  REQ_UNKNOWN);
+		uslub_debug_report_object(c, s, o, "Redzone overwritten", bad, req);
 	}
+}
+
+/* The slab_is_valid() walker of USLUB_DEBUG=F (check_slab below) and the tests. */
+
+/* Objects on a free list of s, or -1 (with *why) when a link is not a free object of s
+ * or the list is longer than the slab. */
+static long free_list_length(struct uslub_cache *c, struct page_desc *s, void *head,
+			     const char **why)
+{
+	long n = 0;
+	for (void *p = head; p; p = get_next(c, p)) {
+		if (uslub_slab_object_start(s, p) != p) {
+			*why = "Freelist pointer outside the slab";
+			return -1;
+		}
+		if (c->debug && !uslub_debug_is_free(c, p)) {
+			*why = "Freelist holds an allocated object";
+			return -1;
+		}
+		if (++n > s->objects) {
+			*why = "Freelist cycle";
+			return -1;
+		}
+	}
+	return n;
+}
+
+bool uslub_slab_is_valid(struct page_desc *s, const char **why)
+{
+	if (s->kind != PAGE_SLAB || s->head != s || s->cls >= USLUB_NR_CLASSES) {
+		*why = "Slab descriptor corrupted";
+		return false;
+	}
+	struct uslub_cache *c = &uslub_caches[s->cls];
+	/* Objects are carved a step at a time (slab.c, section 9); a debug cache's at once. */
+	unsigned capacity = uslub_slab_capacity(c, s);
+	if (!s->objects || s->objects > capacity || (c->debug && s->objects != capacity)) {
+		*why = "Slab object count wrong";
+		return false;
+	}
+	uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+	if (w_inuse(w) > s->objects) {
+		*why = "Slab inuse above its objects";
+		return false;
+	}
+	/* Only the owner may walk the lists: anyone else's walk races with the owner
+	 * taking and handing out their objects. */
+	if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != uslub_tls_thread)
+		return true;
+	long remote = free_list_length(c, s, decode(w_head(w), page_address(s)), why);
+	if (remote < 0)
+		return false;
+	long local = free_list_length(c, s, s->local_free, why);
+	if (local < 0)
+		return false;
+	if (local != s->local_count) {
+		*why = "Local freelist count wrong";
+		return false;
+	}
+	/* The word counts the remote list's objects as free, the local list's as held. */
+	if (remote != (long)(s->objects - w_inuse(w))) {
+		*why = "Slab inuse does not match its remote freelist";
+		return false;
+	}
+	if (local > (long)w_inuse(w)) {
+		*why = "Local freelist longer than the slab's inuse";
+		return false;
+	}
+	return true;
 }
 
 static void check_slab(struct uslub_cache *c, struct page_desc *s, void *object)
@@ -354,8 +411,8 @@ static void trace(const struct uslub_cache *c, struct page_desc *s, const char *
 void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
 		       void *caller)
 {
-	cur_op = "malloc";
-	cur_caller = caller;
+	uslub_debug_op = "malloc";
+	uslub_debug_caller = caller;
 	if (c->debug & DBG_CHECK)
 		check_slab(c, s, object);
 	struct dbg_meta *m = dbg_meta_of(c, object);
@@ -383,7 +440,7 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 		set_track(&m->track[TRACK_ALLOC], caller);
 		mem_close(m, sizeof(*m));
 	}
-	cur_op = NULL;
+	uslub_debug_op = NULL;
 	if (c->debug & DBG_TRACE)
 		trace(c, s, "alloc", object, caller);
 	asan_unpoison(object, size);
@@ -392,8 +449,8 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 
 void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
 {
-	cur_op = "free";
-	cur_caller = caller;
+	uslub_debug_op = "free";
+	uslub_debug_caller = caller;
 	/* memcheck first: a free of what it does not know as a block (a double free) is
 	 * reported with both stacks, before our own report stops the program. */
 	vg_freelike(object, DBG_RZ);
@@ -414,8 +471,8 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 				   old == ((uintptr_t)object ^ STATE_FREE) ? NULL : &m->state);
 	mem_close(m, sizeof(*m));
 	if (req > c->size)
-		report_object(c, s, object, "Object metadata overwritten", &m->orig_size,
-			      REQ_UNKNOWN);
+		uslub_debug_report_object(c, s, object, "Object metadata overwritten",
+					  &m->orig_size, REQ_UNKNOWN);
 	if (c->debug & DBG_REDZONE) {
 		check_redzones(c, s, object, req, RED_ACTIVE, req);
 		fill_redzones(c, object, c->size, RED_INACTIVE);
@@ -425,7 +482,7 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 		set_track(&m->track[TRACK_FREE], caller);
 		mem_close(m, sizeof(*m));
 	}
-	cur_op = NULL;
+	uslub_debug_op = NULL;
 	if (c->debug & DBG_TRACE)
 		trace(c, s, "free", object, caller);
 	if (c->debug & DBG_POISON) {
@@ -438,18 +495,18 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
 			const char *op)
 {
-	cur_op = op;
-	cur_caller = NULL;
+	uslub_debug_op = op;
+	uslub_debug_caller = NULL;
 	size_t old = get_orig_size(c, object);
 	if (old > c->size)
-		report_object(c, s, object, "Object metadata overwritten",
-			      &dbg_meta_of(c, object)->orig_size, REQ_UNKNOWN);
+		uslub_debug_report_object(c, s, object, "Object metadata overwritten",
+					  &dbg_meta_of(c, object)->orig_size, REQ_UNKNOWN);
 	if (c->debug & DBG_REDZONE)
 		check_redzones(c, s, object, old, RED_ACTIVE, old);
 	set_orig_size(c, object, size);
 	if (c->debug & DBG_REDZONE)
 		fill_redzones(c, object, size, RED_ACTIVE);
-	cur_op = NULL;
+	uslub_debug_op = NULL;
 	vg_resize(object, old, size);
 	asan_poison(object, c->size);
 	asan_unpoison(object, size);
@@ -465,309 +522,4 @@ size_t uslub_debug_usable(struct uslub_cache *c, void *object, const char *op)
 	/* Bounded: realloc copies this many bytes. */
 	size_t size = get_orig_size(c, object);
 	return size <= c->size ? size : c->size;
-}
-
-/* ---- reports ------------------------------------------------------------------------ */
-
-static uintptr_t parse_hex(const char **p, const char *end)
-{
-	uintptr_t v = 0;
-	for (; *p < end; (*p)++) {
-		char ch = **p;
-		unsigned d;
-		if (ch >= '0' && ch <= '9')
-			d = (unsigned)(ch - '0');
-		else if (ch >= 'a' && ch <= 'f')
-			d = (unsigned)(ch - 'a' + 10);
-		else
-			break;
-		v = v * 16 + d;
-	}
-	return v;
-}
-
-/* One line of /proc/self/maps: "start-end perms offset dev inode   path". */
-static int maps_line(struct uslub_out *o, const char *line, const char *end, uintptr_t addr)
-{
-	const char *p = line;
-	uintptr_t start = parse_hex(&p, end);
-	if (p >= end || *p != '-')
-		return 0;
-	p++;
-	uintptr_t stop = parse_hex(&p, end);
-	if (addr < start || addr >= stop)
-		return 0;
-	while (p < end && *p == ' ')
-		p++;
-	while (p < end && *p != ' ')
-		p++; /* perms */
-	while (p < end && *p == ' ')
-		p++;
-	uintptr_t off = parse_hex(&p, end);
-	for (int field = 0; field < 2; field++) { /* dev, inode */
-		while (p < end && *p == ' ')
-			p++;
-		while (p < end && *p != ' ')
-			p++;
-	}
-	while (p < end && *p == ' ')
-		p++;
-	if (p < end && *p == '/') {
-		/* print.c has no %.*s: the path byte by byte. */
-		uslub_printf(o, " (");
-		for (; p < end; p++)
-			uslub_printf(o, "%c", *p);
-		uslub_printf(o, "+0x%lx)", (unsigned long)(addr - (start - off)));
-	}
-	return 1;
-}
-
-void uslub_debug_print_addr(struct uslub_out *o, uintptr_t addr)
-{
-	uslub_printf(o, "0x%lx", (unsigned long)addr);
-	if (!addr)
-		return;
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	char buf[4096];
-	size_t len = 0;
-	for (;;) {
-		ssize_t r = read(fd, buf + len, sizeof(buf) - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-		size_t used = 0;
-		int done = 0;
-		for (char *nl; (nl = memchr(buf + used, '\n', len - used));
-		     used = (size_t)(nl - buf) + 1)
-			if (maps_line(o, buf + used, nl, addr)) {
-				done = 1;
-				break;
-			}
-		if (done)
-			break;
-		if (used == 0 && len == sizeof(buf))
-			used = len; /* a line longer than the buffer: skip it */
-		memmove(buf, buf + used, len - used);
-		len -= used;
-	}
-	close(fd);
-}
-
-static void hex_line(struct uslub_out *o, const char *label, const unsigned char *p, size_t n)
-{
-	uslub_printf(o, "%-8s 0x%lx: ", label, (unsigned long)(uintptr_t)p);
-	for (size_t i = 0; i < n; i++)
-		uslub_printf(o, "%02x%s", p[i], i + 1 < n ? " " : "");
-	uslub_printf(o, "\n");
-}
-
-static void hex_dump(struct uslub_out *o, const char *label, const unsigned char *p, size_t n)
-{
-	mem_open((void *)p, n);
-	for (size_t i = 0; i < n; i += 16)
-		hex_line(o, label, p + i, n - i < 16 ? n - i : 16);
-}
-
-/* The operation the report was found in, and the program's call site when known. */
-static void print_site(struct uslub_out *o)
-{
-	if (!cur_op)
-		return;
-	uslub_printf(o, "INFO: Found in %s()", cur_op);
-	if (cur_caller) {
-		uslub_printf(o, " called from ");
-		uslub_debug_print_addr(o, (uintptr_t)cur_caller);
-	}
-	uslub_printf(o, "\n");
-}
-
-static void print_track(struct uslub_out *o, const char *what, const struct dbg_track *t)
-{
-	if (!t->addr) {
-		uslub_printf(o, "INFO: %s: no record\n", what);
-		return;
-	}
-	uslub_printf(o, "INFO: %s in ", what);
-	uslub_debug_print_addr(o, t->addr);
-	uslub_printf(o, " tid=%u cpu=%u\n", t->tid, t->cpu);
-}
-
-__attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, struct page_desc *s,
-						  void *object, const char *what, const void *fault)
-{
-	report_object(c, s, object, what, fault, REQ_UNKNOWN);
-}
-
-__attribute__((noreturn)) static void report_object(const struct uslub_cache *c,
-						    struct page_desc *s, void *object,
-						    const char *what, const void *fault, size_t req)
-{
-	struct uslub_out o;
-	uslub_out_init(&o, 2);
-	const unsigned char *obj = object;
-	uslub_printf(&o, "=============================================================="
-			 "===============\n");
-	uslub_printf(&o, "BUG %s (uslub): %s\n", c->name, what);
-	uslub_printf(&o, "--------------------------------------------------------------"
-			 "---------------\n");
-	if (fault) {
-		const unsigned char *f = fault;
-		mem_open((void *)f, 1);
-		uslub_printf(&o, "INFO: 0x%lx @offset=%ld in the object",
-			     (unsigned long)(uintptr_t)f, (long)(f - obj));
-		if (req != REQ_UNKNOWN)
-			uslub_printf(&o, " (requested %zu of %u)", req, c->size);
-		uslub_printf(&o, ". First byte 0x%02x\n", *f);
-	}
-	uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
-	uslub_printf(&o, "INFO: Slab 0x%lx objects=%u used=%u order=%u frozen=%u\n",
-		     (unsigned long)(uintptr_t)page_address(s), s->objects, w_inuse(w), s->order,
-		     (w & W_FROZEN) ? 1 : 0);
-	uslub_printf(&o, "INFO: Object 0x%lx size=%u", (unsigned long)(uintptr_t)obj, c->size);
-	if (req != REQ_UNKNOWN)
-		uslub_printf(&o, " requested=%zu", req);
-	uslub_printf(&o, "\n");
-	struct dbg_meta *m = dbg_meta_of(c, object);
-	mem_open(m, sizeof(*m));
-	if (c->debug & DBG_TRACK) {
-		print_track(&o, "Allocated", &m->track[TRACK_ALLOC]);
-		print_track(&o, "Freed", &m->track[TRACK_FREE]);
-	}
-	print_site(&o);
-	hex_dump(&o, "Redzone", obj - DBG_RZ, DBG_RZ);
-	/* The object around the fault: all of it when small, else 128 bytes. */
-	size_t from = 0, n = c->size;
-	if (n > 128) {
-		size_t at = fault && (const unsigned char *)fault >= obj &&
-				    (const unsigned char *)fault < obj + c->size
-				? (size_t)((const unsigned char *)fault - obj)
-				: 0;
-		from = at > 64 ? (at - 64) & ~(size_t)15 : 0;
-		n = from + 128 > c->size ? c->size - from : 128;
-	}
-	hex_dump(&o, "Object", obj + from, n);
-	hex_dump(&o, "Redzone", obj + c->size, DBG_RZ);
-	uslub_printf(&o, "=============================================================="
-			 "===============\n");
-	uslub_out_flush(&o);
-	abort();
-}
-
-/* ---- large and huge blocks --------------------------------------------------------- */
-
-/* A block's red zone is the rest of its span: no metadata, no tracks, so the report has
- * the block, the first bad byte, and the bytes on either side of the request's end. */
-__attribute__((noreturn)) static void report_block(void *p, size_t size, size_t span,
-						   const unsigned char *fault)
-{
-	struct uslub_out o;
-	uslub_out_init(&o, 2);
-	const unsigned char *b = p;
-	const char *kind = region_of(p) ? "large block" : "huge block";
-	uslub_printf(&o, "=============================================================="
-			 "===============\n");
-	uslub_printf(&o, "BUG %s (uslub): Redzone overwritten\n", kind);
-	uslub_printf(&o, "--------------------------------------------------------------"
-			 "---------------\n");
-	mem_open((void *)fault, 1);
-	uslub_printf(&o,
-		     "INFO: 0x%lx @offset=%zu in the block (requested %zu of %zu). First byte "
-		     "0x%02x\n",
-		     (unsigned long)(uintptr_t)fault, (size_t)(fault - b), size, span, *fault);
-	uslub_printf(&o, "INFO: Block 0x%lx size=%zu requested=%zu\n", (unsigned long)(uintptr_t)b,
-		     span, size);
-	print_site(&o);
-	size_t before = size < 16 ? size : 16;
-	hex_dump(&o, "Object", b + size - before, before);
-	/* The red zone from its start, up to the line with the bad byte. */
-	size_t upto = (size_t)(fault - b) + 1, n = upto - size;
-	if (n > 64) {
-		hex_dump(&o, "Redzone", b + size, 16);
-		uslub_printf(&o, "...\n");
-		size_t from = (upto - 1) & ~(size_t)15;
-		hex_dump(&o, "Redzone", b + from, span - from < 16 ? span - from : 16);
-	} else {
-		size_t len = (n + 15) & ~(size_t)15;
-		hex_dump(&o, "Redzone", b + size, len < span - size ? len : span - size);
-	}
-	uslub_printf(&o, "=============================================================="
-			 "===============\n");
-	uslub_out_flush(&o);
-	abort();
-}
-
-/* With Z the tail is filled before memcheck and ASan are told: their marks then hold. */
-void uslub_debug_block_alloc(void *p, size_t size, size_t span, bool zeroed)
-{
-	char *b = p;
-	if (uslub_block_debug & DBG_REDZONE) {
-		mem_open(b + size, span - size);
-		memset(b + size, RED_ACTIVE, span - size);
-	}
-	if (uslub_block_debug & DBG_VALGRIND) {
-		if (zeroed)
-			vg_malloclike_zeroed(p, size);
-		else
-			vg_malloclike(p, size, 0);
-		vg_noaccess(b + size, span - size);
-	}
-	asan_unpoison(p, size);
-	asan_poison(b + size, span - size);
-}
-
-void uslub_debug_block_check(void *p, size_t size, size_t span, const char *op)
-{
-	if (!(uslub_block_debug & DBG_REDZONE) || size == span)
-		return;
-	char *b = p;
-	mem_open(b + size, span - size);
-	const unsigned char *bad = first_not(b + size, span - size, RED_ACTIVE);
-	if (bad) {
-		cur_op = op;
-		cur_caller = NULL;
-		report_block(p, size, span, bad);
-	}
-	mem_close(b + size, span - size);
-}
-
-void uslub_debug_block_free(void *p, size_t size, size_t span)
-{
-	uslub_debug_block_check(p, size, span, "free");
-	/* memcheck keeps it inaccessible until the page allocator hands its pages out
-	 * again; ASan's marks go, as the pages may be anything next. */
-	if (uslub_block_debug & DBG_VALGRIND)
-		vg_freelike(p, 0);
-	asan_unpoison(p, span);
-}
-
-void uslub_debug_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size,
-			      size_t span)
-{
-	char *b = q;
-	if (uslub_block_debug & DBG_REDZONE) {
-		mem_open(b + size, span - size);
-		memset(b + size, RED_ACTIVE, span - size);
-	}
-	if ((uslub_block_debug & DBG_VALGRIND) && q == p) {
-		vg_resize(p, old, size);
-	} else if (uslub_block_debug & DBG_VALGRIND) {
-		/* mremap carried the bytes' definedness over; a new block record marks them
-		 * undefined, so the kept part is declared defined (an approximation:
-		 * uninitialised bytes moved with a huge block are no longer reported). */
-		vg_freelike(p, 0);
-		vg_malloclike(q, size, 0);
-		vg_defined(q, old < size ? old : size);
-	}
-	if (uslub_block_debug & DBG_VALGRIND)
-		vg_noaccess(b + size, span - size);
-	/* Pages the block no longer covers leave without ASan's marks (a range mremap left
-	 * may be mapped again by anyone). */
-	if (q != p)
-		asan_unpoison(p, old_span);
-	else if (old_span > span)
-		asan_unpoison(b + span, old_span - span);
-	asan_unpoison(q, size);
-	asan_poison(b + size, span - size);
 }

@@ -1,8 +1,9 @@
+/* Mappings and the other system calls: the one door to the OS (os.h states the contract).
+ * Fault injection is in fault.c, procfs parsing in smaps.c, the clock in clock.c. */
 #include "os/os.h"
+#include "os/fault.h"
 
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -15,41 +16,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-static unsigned long fail_skip, fail_count;
-
-/* The kinds of call USLUB_FAULT can make fail, by the system call behind them. munmap and
- * mbind are not among them: neither is on a path that can report ENOMEM to the caller. */
-enum fault_kind { FAULT_MMAP, FAULT_MREMAP, FAULT_MADVISE, FAULT_ALL, NR_FAULT_KINDS };
-
-static int fault_rule_fires(enum fault_kind kind);
-
-/* Decides whether this OS call is one the test asked to fail: uslub_os_fail's window
- * (racy counters are fine: it is used by single-threaded tests), then the USLUB_FAULT
- * rules, whose counters are atomic because preloaded programs have threads. */
-static int injected_failure(enum fault_kind kind)
-{
-	if (fail_count) {
-		if (fail_skip) {
-			fail_skip--;
-		} else {
-			fail_count--;
-			errno = ENOMEM;
-			return 1;
-		}
-	}
-	if (fault_rule_fires(kind)) {
-		errno = ENOMEM;
-		return 1;
-	}
-	return 0;
-}
-
-void uslub_os_fail(unsigned long skip, unsigned long count)
-{
-	fail_skip = skip;
-	fail_count = count;
-}
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; headers older than glibc 2.28 lack it */
@@ -80,7 +46,7 @@ static void *map_trimmed(size_t size, size_t align, size_t keep, int flags)
 void *uslub_os_reserve(size_t size, size_t align, size_t keep)
 {
 	int saved = errno;
-	if (injected_failure(FAULT_MMAP))
+	if (uslub_os_injected_failure(FAULT_MMAP))
 		return NULL;
 	void *p = map_trimmed(size, align, keep, MAP_NORESERVE);
 	if (p)
@@ -91,7 +57,7 @@ void *uslub_os_reserve(size_t size, size_t align, size_t keep)
 void *uslub_os_map_at(void *addr, size_t size)
 {
 	int saved = errno;
-	if (injected_failure(FAULT_MMAP))
+	if (uslub_os_injected_failure(FAULT_MMAP))
 		return NULL;
 	void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
 		       ANON_RW | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
@@ -122,7 +88,7 @@ uintptr_t uslub_os_map_top(void)
 void *uslub_os_map_aligned(size_t size, size_t align, size_t min_align)
 {
 	int saved = errno;
-	if (injected_failure(FAULT_MMAP))
+	if (uslub_os_injected_failure(FAULT_MMAP))
 		return NULL;
 	/* Without MAP_NORESERVE: the kernel's overcommit check sees the whole size and
 	 * refuses one no machine could back, as it does for glibc's mmap'd chunks. Most
@@ -173,7 +139,7 @@ int uslub_os_unmap(void *addr, size_t size)
 void *uslub_os_map(size_t size)
 {
 	int saved = errno;
-	if (injected_failure(FAULT_MMAP))
+	if (uslub_os_injected_failure(FAULT_MMAP))
 		return NULL;
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
@@ -185,7 +151,7 @@ void *uslub_os_map(size_t size)
 void *uslub_os_remap(void *addr, size_t old_size, size_t new_size)
 {
 	int saved = errno;
-	if (injected_failure(FAULT_MREMAP))
+	if (uslub_os_injected_failure(FAULT_MREMAP))
 		return NULL;
 	void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED)
@@ -197,7 +163,7 @@ void *uslub_os_remap(void *addr, size_t old_size, size_t new_size)
 int uslub_os_release(void *addr, size_t size)
 {
 	int saved = errno;
-	if (injected_failure(FAULT_MADVISE))
+	if (uslub_os_injected_failure(FAULT_MADVISE))
 		return -1;
 	if (madvise(addr, size, MADV_DONTNEED) != 0)
 		return -1;
@@ -258,31 +224,6 @@ long uslub_os_read_file(const char *path, char *buf, size_t cap)
 	return (long)len;
 }
 
-uint64_t uslub_os_rss(void)
-{
-	int saved = errno;
-	char buf[128];
-	uint64_t pages = 0;
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		errno = saved;
-		return 0;
-	}
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n > 0) {
-		const char *p = buf;
-		while (*p && *p != ' ')
-			p++;
-		while (*p == ' ')
-			p++;
-		while (*p >= '0' && *p <= '9')
-			pages = pages * 10 + (uint64_t)(*p++ - '0');
-	}
-	errno = saved;
-	return pages * (uint64_t)getauxval(AT_PAGESZ);
-}
-
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -290,7 +231,7 @@ uint64_t uslub_os_rss(void)
 int uslub_os_populate(void *addr, size_t size)
 {
 	int saved = errno;
-	if (injected_failure(FAULT_MADVISE))
+	if (uslub_os_injected_failure(FAULT_MADVISE))
 		return -1;
 	if (madvise(addr, size, MADV_POPULATE_WRITE) != 0) {
 		if (errno != EINVAL) /* kernels before 5.14 do not know it */
@@ -384,94 +325,10 @@ void uslub_os_futex_wake(_Atomic uint32_t *word)
 	errno = saved;
 }
 
-/* ---- statistics: smaps and the live page ----------------------------------------- */
-
-static uint64_t parse_hex(const char **p)
-{
-	uint64_t v = 0;
-	for (;; (*p)++) {
-		char c = **p;
-		if (c >= '0' && c <= '9')
-			v = v * 16 + (uint64_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v = v * 16 + (uint64_t)(c - 'a' + 10);
-		else
-			return v;
-	}
-}
-
-/* "Name:   1234 kB" -> bytes */
-static uint64_t parse_kb(const char *p)
-{
-	uint64_t v = 0;
-	while (*p == ' ')
-		p++;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (uint64_t)(*p++ - '0');
-	return v << 10;
-}
-
-static void smaps_line(const char *line, int (*ours)(uintptr_t, uintptr_t), int *mine,
-		       struct uslub_os_smaps *out)
-{
-	char c = line[0];
-	if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) {
-		/* A mapping's first line: "start-end perms offset dev inode path". */
-		const char *p = line;
-		uint64_t start = parse_hex(&p);
-		uint64_t end = *p == '-' ? (p++, parse_hex(&p)) : start;
-		*mine = ours((uintptr_t)start, (uintptr_t)end);
-	} else if (c == 'R' && memcmp(line, "Rss:", 4) == 0) {
-		uint64_t v = parse_kb(line + 4);
-		out->rss += v;
-		if (*mine)
-			out->our_rss += v;
-	} else if (c == 'A' && memcmp(line, "AnonHugePages:", 14) == 0) {
-		uint64_t v = parse_kb(line + 14);
-		out->anon_huge += v;
-		if (*mine)
-			out->our_anon_huge += v;
-	}
-}
-
-int uslub_os_smaps(int (*ours)(uintptr_t start, uintptr_t end), struct uslub_os_smaps *out)
-{
-	int saved = errno;
-	char buf[4096];
-	size_t have = 0;
-	int mine = 0;
-	memset(out, 0, sizeof(*out));
-	int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	for (;;) {
-		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = '\0';
-		char *line = buf, *nl;
-		while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
-			*nl = '\0';
-			smaps_line(line, ours, &mine, out);
-			line = nl + 1;
-		}
-		have -= (size_t)(line - buf);
-		if (have == sizeof(buf) - 1)
-			have = 0; /* a line longer than the buffer (a long path): skip it */
-		memmove(buf, line, have);
-	}
-	close(fd);
-	errno = saved;
-	return 0;
-}
-
 void *uslub_os_map_shared_file(const char *path, size_t size)
 {
 	int saved = errno;
-	if (injected_failure(FAULT_MMAP))
+	if (uslub_os_injected_failure(FAULT_MMAP))
 		return NULL;
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
@@ -521,146 +378,4 @@ int uslub_os_bind(void *addr, size_t size, unsigned node)
 		return -1;
 	errno = saved;
 	return 0;
-}
-
-/* ---- fault injection: USLUB_FAULT ----------------------------------------------- */
-
-/* One rule per kind: fail the nth call (nth > 0), and/or every call whose number is a
- * multiple of `every`. "all" counts the calls of every kind together. Counters start at
- * zero when the rules are installed, so a test can install them between phases. */
-struct fault_rule {
-	unsigned long nth, every;
-	_Atomic unsigned long calls;
-};
-
-static struct fault_rule fault_rules[NR_FAULT_KINDS];
-_Static_assert(NR_FAULT_KINDS ==
-		   sizeof(((struct uslub_fault_plan *)0)->nth) / sizeof(unsigned long),
-	       "one plan entry per kind");
-static _Atomic int fault_armed;
-static _Atomic unsigned long fault_injected;
-
-static int rule_fires(struct fault_rule *r)
-{
-	if (!r->nth && !r->every)
-		return 0;
-	unsigned long n = atomic_fetch_add_explicit(&r->calls, 1, memory_order_relaxed) + 1;
-	return n == r->nth || (r->every && n % r->every == 0);
-}
-
-static int fault_rule_fires(enum fault_kind kind)
-{
-	if (!atomic_load_explicit(&fault_armed, memory_order_relaxed))
-		return 0;
-	/* Both counters advance on every call, so "all:every:2" means every second OS call
-	 * whatever the kind, and a kind's own rule is unaffected by the other kinds. */
-	int fire = rule_fires(&fault_rules[kind]);
-	fire |= rule_fires(&fault_rules[FAULT_ALL]);
-	if (fire)
-		atomic_fetch_add_explicit(&fault_injected, 1, memory_order_relaxed);
-	return fire;
-}
-
-void uslub_os_fault_set(const struct uslub_fault_plan *plan)
-{
-	int armed = 0;
-	atomic_store(&fault_armed, 0);
-	for (int k = 0; k < NR_FAULT_KINDS; k++) {
-		fault_rules[k].nth = plan ? plan->nth[k] : 0;
-		fault_rules[k].every = plan ? plan->every[k] : 0;
-		atomic_store(&fault_rules[k].calls, 0);
-		armed |= fault_rules[k].nth || fault_rules[k].every;
-	}
-	atomic_store(&fault_armed, armed);
-}
-
-unsigned long uslub_os_fault_injected(void)
-{
-	return atomic_load_explicit(&fault_injected, memory_order_relaxed);
-}
-
-/* ---- the clock, from the vDSO ---------------------------------------------------- */
-
-/* libc's clock_gettime is the vDSO's call behind a wrapper, but the wrapper lies in a
- * 64 KiB stretch of libc's text that a program which never reads the clock never maps:
- * calling it made every process 64 KiB larger (fault-around maps the whole stretch; the
- * sched_* wrappers cost another 64 KiB, hence the system calls below). The kernel's vDSO
- * is already mapped and resident, so its symbol is looked up once, here, in its ELF
- * dynamic symbol table (DT_HASH gives the table's length, so the walk is bounded). */
-typedef int (*vdso_gettime_fn)(clockid_t, struct timespec *);
-static _Atomic(vdso_gettime_fn) vdso_gettime;
-static _Atomic int vdso_looked;
-
-static vdso_gettime_fn vdso_lookup(void)
-{
-	const ElfW(Ehdr) *eh = (const void *)getauxval(AT_SYSINFO_EHDR);
-	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
-		return NULL;
-	const ElfW(Phdr) *ph = (const void *)((const char *)eh + eh->e_phoff);
-	const ElfW(Dyn) *dyn = NULL;
-	uintptr_t bias = 0;
-	bool loaded = false;
-	for (unsigned i = 0; i < eh->e_phnum; i++) {
-		if (ph[i].p_type == PT_LOAD && !loaded) {
-			bias = (uintptr_t)eh + ph[i].p_offset - ph[i].p_vaddr;
-			loaded = true;
-		} else if (ph[i].p_type == PT_DYNAMIC) {
-			dyn = (const void *)((const char *)eh + ph[i].p_offset);
-		}
-	}
-	if (!dyn || !loaded)
-		return NULL;
-	const ElfW(Sym) *sym = NULL;
-	const char *str = NULL;
-	const uint32_t *hash = NULL;
-	for (unsigned i = 0; dyn[i].d_tag != DT_NULL && i < 64; i++) {
-		uintptr_t at = bias + dyn[i].d_un.d_ptr;
-		if (dyn[i].d_tag == DT_SYMTAB)
-			sym = (const void *)at;
-		else if (dyn[i].d_tag == DT_STRTAB)
-			str = (const char *)at;
-		else if (dyn[i].d_tag == DT_HASH)
-			hash = (const void *)at;
-	}
-	if (!sym || !str || !hash)
-		return NULL;
-	for (uint32_t i = 0; i < hash[1]; i++) {
-		if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC || sym[i].st_shndx == SHN_UNDEF)
-			continue;
-		if (strcmp(str + sym[i].st_name, "__vdso_clock_gettime") == 0)
-			return (vdso_gettime_fn)(bias + sym[i].st_value);
-	}
-	return NULL;
-}
-
-void uslub_os_clock(clockid_t id, struct timespec *ts)
-{
-	vdso_gettime_fn fn = atomic_load_explicit(&vdso_gettime, memory_order_acquire);
-	if (__builtin_expect(!fn, 0) && !atomic_load_explicit(&vdso_looked, memory_order_acquire)) {
-		/* Racing first calls look it up alike and store the same answer. */
-		fn = vdso_lookup();
-		atomic_store_explicit(&vdso_gettime, fn, memory_order_release);
-		atomic_store_explicit(&vdso_looked, 1, memory_order_release);
-	}
-	if (!fn || fn(id, ts) != 0)
-		syscall(SYS_clock_gettime, id, ts);
-}
-
-bool uslub_os_clock_is_vdso(void)
-{
-	struct timespec ts;
-	uslub_os_clock(CLOCK_MONOTONIC_COARSE, &ts);
-	return atomic_load_explicit(&vdso_gettime, memory_order_acquire) != NULL;
-}
-
-void uslub_os_yield(void)
-{
-	syscall(SYS_sched_yield);
-}
-
-uint64_t uslub_os_now_ms(void)
-{
-	struct timespec ts;
-	uslub_os_clock(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

@@ -68,6 +68,9 @@ struct uslub_os_smaps {
 	uint64_t our_rss, our_anon_huge; /* mappings `ours` accepts */
 };
 int uslub_os_smaps(int (*ours)(uintptr_t start, uintptr_t end), struct uslub_os_smaps *out);
+/* The lower-case hex number at *p, read up to `end` or the first other character, where
+ * *p is left (the addresses of /proc/self/maps and smaps). */
+uintptr_t uslub_parse_hex(const char **p, const char *end);
 /* A file at `path`, created or truncated with mode 0600, `size` bytes long, mapped shared
  * and writable (the live statistics page). NULL with errno on failure. */
 void *uslub_os_map_shared_file(const char *path, size_t size);

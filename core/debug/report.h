@@ -1,0 +1,36 @@
+/* What debug.c and block.c share with the reports (report.c). Inside core/debug/ only. */
+#ifndef USLUB_DEBUG_REPORT_H
+#define USLUB_DEBUG_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+struct uslub_cache;
+struct page_desc;
+
+/* A report about an object whose request is not known (a free one, a broken state). */
+#define REQ_UNKNOWN SIZE_MAX
+
+/* The operation a report was found in, and the program's call site, for its last line.
+ * Set just before the checks of one operation; a report ends the process, so a thread
+ * that overwrites another's is harmless. */
+extern __thread const char *uslub_debug_op;
+extern __thread void *uslub_debug_caller;
+
+/* The first byte in [p, p + n) that is not `val`, or NULL. */
+const unsigned char *uslub_debug_first_not(const void *p, size_t n, int val);
+
+/* uslub_debug_report with the object's request (`req`, or REQ_UNKNOWN) for its lines. */
+__attribute__((noreturn)) void uslub_debug_report_object(const struct uslub_cache *c,
+							 struct page_desc *s, void *object,
+							 const char *what, const void *fault,
+							 size_t req);
+/* A large or huge block whose red zone (the rest of its span) was overwritten at `fault`. */
+__attribute__((noreturn)) void uslub_debug_report_block(void *p, size_t size, size_t span,
+							const unsigned char *fault);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,55 @@
+/* A snapshot of the statistics (snapshot.c), which the dump and the live page write out
+ * (emit.c). Inside core/stats/ only. */
+#ifndef USLUB_STATS_SNAPSHOT_H
+#define USLUB_STATS_SNAPSHOT_H
+
+#include "internal.h"
+#include "os/os.h"
+#include "uslub.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+#define NORDERS (USLUB_MAX_ORDER + 1)
+
+struct cache_snap {
+	uint64_t stat[USLUB_NR_STATS];
+	uint64_t slabs, by_order[NORDERS], total, active, partial[MAX_NODES];
+	uint64_t memory;     /* bytes in its slabs */
+	uint64_t handed_out; /* active objects times the object size */
+	uint64_t requested;  /* estimated from the samples; 0 without any */
+};
+
+struct node_snap {
+	uint64_t free_blocks[NORDERS];
+	uint64_t free_pages, warm_free_pages, grows, nowait_misses, released, release_calls;
+	uint64_t regions, reclaims, runs;
+	uint64_t any_partial_calls, any_partial_tried, any_partial_again, remote_slabs;
+	uint64_t remote_objects, local_partial_hits;
+	/* get_any_partial's visit order (node.h), nr_nodes() - 1 entries */
+	uint64_t search_order[MAX_NODES];
+};
+
+struct snap {
+	struct cache_snap c[USLUB_NR_CLASSES];
+	struct node_snap n[MAX_NODES];
+	struct uslub_totals tot;
+	uint64_t threads;			      /* thread states in the registry */
+	uint64_t pcp[USLUB_NR_PCP_STATS][PCP_ORDERS]; /* threads' page caches, by order */
+	uint64_t pcp_pages;			      /* pages in them now */
+	uint64_t slab_bytes, large_bytes, requested, sampled_in_use;
+	int have_smaps;
+	struct uslub_os_smaps smaps;
+};
+
+/* Counters, slabs, nodes and totals now, taking no allocator lock; with_smaps also reads
+ * /proc/self/smaps for the resident and huge-page-backed bytes. */
+void uslub_stats_snap(struct snap *s, bool with_smaps);
+/* Nodes in use (1 without NUMA); the arrays are sized for MAX_NODES. */
+unsigned uslub_stats_nr_nodes(void);
+
+#pragma GCC visibility pop
+
+#endif
