@@ -62,7 +62,7 @@
  *      cache_node.list_lock        a node's partial list, nr_partial, PF_ON_PARTIAL, and an
  *                                  unfrozen slab's moves between partial, full and freed;
  *                                  taking objects off a partial slab's list (sheaf.c)
- *      barn.lock (sheaf.c)         a barn's objects and count; held for a copy only, no
+ *      barn.lock (barn.c)          a barn's objects and count; held for a copy only, no
  *                                  other lock taken under it
  *      uslub_node.lock (zone)      buddy lists, region growth, release, the zone counters
  *      huge_lock (large.c)         the huge-block table and the ring of freed ones
@@ -126,36 +126,26 @@
  *    program that keeps objects for a while and frees them in an order of its own (a cache,
  *    an index, a server's requests, glibc's thread benchmark) frees mostly into slabs it
  *    does not hold: in the random-replacement workload 86% of frees took the earlier,
- *    out-of-line sheaf and 14% the compare-and-swap and list moves (measured on c0c5fd2).
+ *    out-of-line sheaf and 14% the compare-and-swap and list moves (tools/bench/results/).
  *    The alternatives: mimalloc's thread-owned pages make the owner's free to any of its
  *    pages a plain push, but a thread then owns every slab it ever allocated from until it
  *    exits, and frees by other threads still take an atomic each; tcmalloc's transfer
  *    cache is the barn without the slab layer's NUMA placement. Putting the sheaf first
  *    keeps SLUB's slabs, partial lists and node search for what they are good at - placing
  *    and reclaiming memory - and takes them off the per-object path, as the kernel did.
- *    Measured (callgrind, instructions per malloc+free with the harness loop; before =
- *    c0c5fd2, then with the trust issue's hardening, now): pair 64 B 70.8, 90.2, 65;
- *    batches of 1000 at 64 B 90.3, 114.6, 89; at 1 KiB 164.3, 195.9, 103. The free
- *    path's 34 instructions (from 48) come from reading the test of the pointer's own
- *    page, which carries the slab's start, carved count and cache_cpu offset on every
- *    page, instead of following `head`; from the class's magic kept in the thread's
- *    cache_cpu, in the line the push reads anyway; from a region table whose empty slots
- *    read as an all-zero region instead of NULL; and from free_fastpath derived from the
- *    sheaf's count instead of counted (internal.h, uslub_cc_stat). The tests are 8 bytes
- *    a page, apart from the 64-byte descriptors: a free into a random page of a large
- *    heap misses the cache on its page's metadata, and with eight pages to a line it
- *    misses less. Cachegrind, thread_local at scale 0.05, D1 misses: 8.78 M with the
- *    tests in the descriptors (a077255), 8.55 M apart with a magic table of its own,
- *    8.11-8.17 M with the magic in the cache_cpu; tcmalloc 7.47 M. cache_cpu at 576
- *    bytes instead of 512, so the counts of the classes in use spread over every L1
- *    set, gave 8.24 M with the table, but a parked thread then touched a page more
- *    (34.4 KiB instead of 30.4). The magic is written when the sheaf opens, so a thread's
+ *    The free fast path stays short by reading the test of the pointer's own page, which
+ *    carries the slab's start, carved count and cache_cpu offset on every page, instead
+ *    of following `head`; by keeping the class's magic in the thread's cache_cpu, in the
+ *    line the push reads anyway; by a region table whose empty slots read as an all-zero
+ *    region instead of NULL; and by deriving free_fastpath from the sheaf's count instead
+ *    of counting it (internal.h, uslub_cc_stat). The tests are 8 bytes a page, apart from
+ *    the 64-byte descriptors: a free into a random page of a large heap misses the cache
+ *    on its page's metadata, and with eight pages to a line it misses less
+ *    (tools/bench/results/). The magic is written when the sheaf opens, so a thread's
  *    first free of a class (and every free of a thread without state) takes the slow
  *    path, which opens the sheaf. A whole-sheaf overflow finds the class from the
- *    cache_cpu's place and reads no descriptor either. A first version with a barn of 8
- *    sheaves flushed most of a 1000-object batch back to the slabs (217 at 64 B; an
- *    insertion sort grouping the flush cost 77 per object): the barn is sized in bytes
- *    now, and the flush uses the kernel's three-miss lookahead.
+ *    cache_cpu's place and reads no descriptor either. The barn is sized in bytes, not
+ *    sheaves: a barn of 8 sheaves sent most of a large batch back to its slabs.
  *
  *    A thread's first objects of a cache come from the node's shared partial slabs (1, 2,
  *    then 4 objects) before it takes a slab of its own (sheaf.c): a thread that holds a
@@ -196,24 +186,27 @@
  * 8. One request through the files (see also DESIGN.md, section 2):
  *
  *      preload/malloc.c   malloc(n) -> slab.h uslub_malloc_inline: pop the thread's sheaf
- *      sheaf.c            ... else refill it: the node's barn, shared slabs for a new thread,
- *                             the thread's freelist
+ *      sheaf.c            ... else refill it: the node's barn (barn.c), shared slabs for a
+ *                             new thread, the thread's freelist
  *      alloc.c            ... else the slab layer: the slab's own lists, thread partial slabs,
- *      slab.c                 get_partial (node lists, other nodes by distance), new_slab
+ *      partial.c              get_partial (node lists, other nodes by distance),
+ *      slab.c                 new_slab
  *      page_alloc.c           -> pages: the preferred order without waiting, the minimum
  *      thread.c               order from the thread's page cache, growing a region (os.c)
  *      large.c            n > 8 KiB: a large block of pages, or a huge mapping
  *      preload/malloc.c   free(p) -> slab.h uslub_free_inline: block_of(p), one lookup, then
  *                         push onto the thread's sheaf; a full one goes to the barn or back
- *                         to its slabs (sheaf.c, free.c's remote list); free.c also takes
- *                         large and huge blocks and reports bad pointers
+ *                         to its slabs (sheaf.c, barn.c, free.c's remote list); free.c also
+ *                         takes large and huge blocks and reports bad pointers
  *      api.c              realloc, the aligned family, usable size: the same lookup
  *
  *    Files by layer, each including only the ones below it: os.c, print.c, options.c,
- *    node.c (the OS and settings); page_alloc.c (pages); slab.c, alloc.c, free.c, sheaf.c,
- *    thread.c, large.c (objects and blocks); api.c, sized.c (the malloc family's
- *    semantics); preload/ (exported names). Beside them: startup.c and lock.c (the whole
- *    process), stats.c, live.c, check.c, debug.c, replenish.c. *
+ *    node.c (the OS and settings); page_alloc.c (pages); slab.c, cache.c, partial.c,
+ *    large.c (slabs and blocks); alloc.c, free.c, sheaf.c, barn.c, flush.c, thread.c (the
+ *    threads' caches of them); api.c, sized.c (the malloc family's semantics); preload/
+ *    (exported names). Beside them: startup.c and lock.c (the whole process), stats.c,
+ *    live.c, check.c, debug.c, replenish.c.
+ *
  * 9. Carving: a new slab's free list is threaded a step at a time (issue 13, memory
  *    follows the live set). Threading a whole order-3 slab writes a link and a mark into
  *    every object and so faults in all 32 KiB at once, for a thread that may take two
@@ -279,16 +272,9 @@
  *    Debug caches carve whole slabs at creation: uslub_debug_init_object writes every
  *    slot's red zones and metadata then anyway, so there is nothing to keep untouched.
  *
- *    Measured against 895f6f5: a program's first malloc(2048) leaves 2 of the new
- *    slab's 8 pages resident (tests/test_lazy.c checks it), its first malloc(4096) 4,
- *    where all 8 were. Callgrind per malloc+free: pairs at 64 B, 1 KiB and 4 KiB 63 and
- *    batches of 1000 at 64 B and 1 KiB 77.8, as before; batches at 4 KiB 389.9 against
- *    355.4, since every round there makes and discards slabs and each is carved in two
- *    steps (a second shuffle, and the count written to 8 descriptors). Programs that
- *    use their slabs up gain little: parked_threads 30.2 KiB a thread at 500 threads
- *    either way (its blocks come from shared slabs, whose untouched tails are a one-off
- *    per cache), peak RSS of the bench workloads within 0.1 MiB, times within noise
- *    (those two against 2bcfc76).
+ *    A program's first malloc(2048) leaves 2 of a new slab's 8 pages resident, not 8
+ *    (tests/test_lazy.c checks it); only batches that make and discard a slab each round
+ *    pay for the second step (tools/bench/results/).
  */
 #include "internal.h"
 #include "hooks.h"

@@ -140,10 +140,9 @@ unsigned uslub_barn_get(struct uslub_cache *c, unsigned node, void **dst, unsign
  * gathers the objects of its slab that lie below it into one detached list, looking past
  * at most one object of another slab in a row (build_detached_freelist looks past three:
  * a sheaf filled in allocation order holds runs of one slab, which need none, and a
- * random one gains nothing from a longer search - callgrind, random replacement: 244
- * instructions a step looking past one, 249 past three; batches of 4 KiB alike). The list is pushed
- * onto the slab's local list if t holds the slab, else onto its remote list with one
- * compare-and-swap. The array is consumed. */
+ * random one gains nothing from a longer search; tools/bench/results/). The list is
+ * pushed onto the slab's local list if t holds the slab, else onto its remote list with
+ * one compare-and-swap. The array is consumed. */
 void uslub_flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n)
 {
 	/* The objects' descriptors are cold (free read only the dense page tests): ask for

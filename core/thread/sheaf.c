@@ -9,10 +9,10 @@
 
 #include <string.h>
 
-/* The sheaves' slow paths run every few dozen operations; the clock (a vDSO call) each
- * time cost 3 instructions per malloc+free pair in batches. The time-stamp counter,
- * one instruction, spaces the clock reads out to one per 2^22 cycles (1-4 ms on the
- * clocks of today), far below the decay period. Elsewhere, the clock each time. */
+/* The sheaves' slow paths run every few dozen operations, too often for a clock read (a
+ * vDSO call) each time (tools/bench/results/). The time-stamp counter, one instruction,
+ * spaces the clock reads out to one per 2^22 cycles (1-4 ms on the clocks of today), far
+ * below the decay period. Elsewhere, the clock each time. */
 static inline bool barn_decay_due(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,11 +35,9 @@ static inline void barns_decay_soon(void)
  * frees of a cache alternate - a working set replaced at random - walks its sheaf up and
  * down at random; moving half a sheaf leaves it in the middle, and such a walk takes
  * about (cap/2)^2 operations to reach either end again, against about cap from the end a
- * whole-sheaf move leaves it at (callgrind, thread_local: 404 M instructions against 419
- * M; random replacement 264 per step against 272). A program that allocates or frees a
- * run of them - a batch, a producer, a consumer - meets the same end twice in a row, and
- * then moves whole sheaves (batches of 1000 at 64 B: 100 instructions a pair, against 120
- * with halves only). */
+ * whole-sheaf move leaves it at. A program that allocates or frees a run of them - a
+ * batch, a producer, a consumer - meets the same end twice in a row, and then moves
+ * whole sheaves (tools/bench/results/). */
 enum { SHEAF_REFILLED = 1, SHEAF_SPILLED = 2 };
 
 static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
