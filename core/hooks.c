@@ -7,6 +7,12 @@ static void no_set_next(const struct uslub_cache *c, void *object, void *next)
 	(void)c, (void)object, (void)next;
 }
 
+static void *no_get_next(const struct uslub_cache *c, void *object)
+{
+	(void)c, (void)object;
+	return NULL;
+}
+
 static void no_object(const struct uslub_cache *c, void *object)
 {
 	(void)c, (void)object;
@@ -73,6 +79,7 @@ unsigned uslub_block_debug;
 
 struct uslub_hooks uslub_hooks = {
     .set_next = no_set_next,
+    .get_next = no_get_next,
     .init_object = no_object,
     .slab_ready = no_slab,
     .slab_discard = no_slab,

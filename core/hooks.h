@@ -22,6 +22,8 @@ struct uslub_hooks {
 	/* ---- debug caches (USLUB_DEBUG, debug/) ---- */
 	/* A free pointer of a debug cache written into a free object. */
 	void (*set_next)(const struct uslub_cache *c, void *object, void *next);
+	/* ... and read back from one, decoded and checked. */
+	void *(*get_next)(const struct uslub_cache *c, void *object);
 	/* A debug cache's new slab: every object set up, then the slab made ready. */
 	void (*init_object)(const struct uslub_cache *c, void *object);
 	void (*slab_ready)(const struct uslub_cache *c, struct page_desc *s);

@@ -6,6 +6,7 @@
  * here and the program stops. */
 #include "api/api.h"
 
+#include "debug/debug.h"
 #include "hooks.h"
 #include "os/print.h"
 

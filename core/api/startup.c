@@ -18,6 +18,7 @@
 #include "os/options.h"
 #include "os/os.h"
 #include "replenish/replenish.h"
+#include "slab/slab.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,9 +64,16 @@ static char **read_proc_environ(void)
  * one that knows both sides. Installed before any layer comes up. */
 static void install_hooks(void)
 {
+	uslub_hooks.set_next = uslub_debug_set_next;
+	uslub_hooks.get_next = uslub_debug_get_next;
+	uslub_hooks.init_object = uslub_debug_init_object;
+	uslub_hooks.slab_ready = uslub_debug_slab_ready;
+	uslub_hooks.slab_discard = uslub_debug_slab_discard;
+	uslub_hooks.object_alloc = uslub_debug_alloc;
 	uslub_hooks.object_report = uslub_debug_report;
 	uslub_hooks.object_free = uslub_debug_free;
 	uslub_hooks.background_start = uslub_replenish_start;
+	uslub_hooks.background_kick = uslub_replenish_kick;
 	uslub_hooks.background_note = uslub_background_note;
 	uslub_hooks.nodes_online = uslub_cache_nodes_init;
 	uslub_hooks.block_alloc = uslub_debug_block_alloc;
@@ -86,7 +94,10 @@ void uslub_init_slow(void)
 	uslub_os_fault_set(&uslub_config.fault_plan);
 	uslub_node_init();
 	uslub_pages_init();
+	/* The caches' plain layout, the debug caches' own, then what follows from both. */
 	uslub_caches_init();
+	uslub_debug_init();
+	uslub_caches_open();
 	uslub_replenish_init();
 	uslub_threads_init();
 	atomic_store_explicit(&uslub_ready, 1, memory_order_release);

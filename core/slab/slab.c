@@ -62,7 +62,7 @@
  *      cache_node.list_lock        a node's partial list, nr_partial, PF_ON_PARTIAL, and an
  *                                  unfrozen slab's moves between partial, full and freed;
  *                                  taking objects off a partial slab's list (sheaf.c)
- *      barn.lock (sheaf.c)         a barn's objects and count; held for a copy only, no
+ *      barn.lock (barn.c)          a barn's objects and count; held for a copy only, no
  *                                  other lock taken under it
  *      uslub_node.lock (zone)      buddy lists, region growth, release, the zone counters
  *      huge_lock (large.c)         the huge-block table and the ring of freed ones
@@ -126,36 +126,26 @@
  *    program that keeps objects for a while and frees them in an order of its own (a cache,
  *    an index, a server's requests, glibc's thread benchmark) frees mostly into slabs it
  *    does not hold: in the random-replacement workload 86% of frees took the earlier,
- *    out-of-line sheaf and 14% the compare-and-swap and list moves (measured on c0c5fd2).
+ *    out-of-line sheaf and 14% the compare-and-swap and list moves (tools/bench/results/).
  *    The alternatives: mimalloc's thread-owned pages make the owner's free to any of its
  *    pages a plain push, but a thread then owns every slab it ever allocated from until it
  *    exits, and frees by other threads still take an atomic each; tcmalloc's transfer
  *    cache is the barn without the slab layer's NUMA placement. Putting the sheaf first
  *    keeps SLUB's slabs, partial lists and node search for what they are good at - placing
  *    and reclaiming memory - and takes them off the per-object path, as the kernel did.
- *    Measured (callgrind, instructions per malloc+free with the harness loop; before =
- *    c0c5fd2, then with the trust issue's hardening, now): pair 64 B 70.8, 90.2, 65;
- *    batches of 1000 at 64 B 90.3, 114.6, 89; at 1 KiB 164.3, 195.9, 103. The free
- *    path's 34 instructions (from 48) come from reading the test of the pointer's own
- *    page, which carries the slab's start, carved count and cache_cpu offset on every
- *    page, instead of following `head`; from the class's magic kept in the thread's
- *    cache_cpu, in the line the push reads anyway; from a region table whose empty slots
- *    read as an all-zero region instead of NULL; and from free_fastpath derived from the
- *    sheaf's count instead of counted (internal.h, uslub_cc_stat). The tests are 8 bytes
- *    a page, apart from the 64-byte descriptors: a free into a random page of a large
- *    heap misses the cache on its page's metadata, and with eight pages to a line it
- *    misses less. Cachegrind, thread_local at scale 0.05, D1 misses: 8.78 M with the
- *    tests in the descriptors (a077255), 8.55 M apart with a magic table of its own,
- *    8.11-8.17 M with the magic in the cache_cpu; tcmalloc 7.47 M. cache_cpu at 576
- *    bytes instead of 512, so the counts of the classes in use spread over every L1
- *    set, gave 8.24 M with the table, but a parked thread then touched a page more
- *    (34.4 KiB instead of 30.4). The magic is written when the sheaf opens, so a thread's
+ *    The free fast path stays short by reading the test of the pointer's own page, which
+ *    carries the slab's start, carved count and cache_cpu offset on every page, instead
+ *    of following `head`; by keeping the class's magic in the thread's cache_cpu, in the
+ *    line the push reads anyway; by a region table whose empty slots read as an all-zero
+ *    region instead of NULL; and by deriving free_fastpath from the sheaf's count instead
+ *    of counting it (internal.h, uslub_cc_stat). The tests are 8 bytes a page, apart from
+ *    the 64-byte descriptors: a free into a random page of a large heap misses the cache
+ *    on its page's metadata, and with eight pages to a line it misses less
+ *    (tools/bench/results/). The magic is written when the sheaf opens, so a thread's
  *    first free of a class (and every free of a thread without state) takes the slow
  *    path, which opens the sheaf. A whole-sheaf overflow finds the class from the
- *    cache_cpu's place and reads no descriptor either. A first version with a barn of 8
- *    sheaves flushed most of a 1000-object batch back to the slabs (217 at 64 B; an
- *    insertion sort grouping the flush cost 77 per object): the barn is sized in bytes
- *    now, and the flush uses the kernel's three-miss lookahead.
+ *    cache_cpu's place and reads no descriptor either. The barn is sized in bytes, not
+ *    sheaves: a barn of 8 sheaves sent most of a large batch back to its slabs.
  *
  *    A thread's first objects of a cache come from the node's shared partial slabs (1, 2,
  *    then 4 objects) before it takes a slab of its own (sheaf.c): a thread that holds a
@@ -196,24 +186,27 @@
  * 8. One request through the files (see also DESIGN.md, section 2):
  *
  *      preload/malloc.c   malloc(n) -> slab.h uslub_malloc_inline: pop the thread's sheaf
- *      sheaf.c            ... else refill it: the node's barn, shared slabs for a new thread,
- *                             the thread's freelist
+ *      sheaf.c            ... else refill it: the node's barn (barn.c), shared slabs for a
+ *                             new thread, the thread's freelist
  *      alloc.c            ... else the slab layer: the slab's own lists, thread partial slabs,
- *      slab.c                 get_partial (node lists, other nodes by distance), new_slab
+ *      partial.c              get_partial (node lists, other nodes by distance),
+ *      slab.c                 new_slab
  *      page_alloc.c           -> pages: the preferred order without waiting, the minimum
  *      thread.c               order from the thread's page cache, growing a region (os.c)
  *      large.c            n > 8 KiB: a large block of pages, or a huge mapping
  *      preload/malloc.c   free(p) -> slab.h uslub_free_inline: block_of(p), one lookup, then
  *                         push onto the thread's sheaf; a full one goes to the barn or back
- *                         to its slabs (sheaf.c, free.c's remote list); free.c also takes
- *                         large and huge blocks and reports bad pointers
+ *                         to its slabs (sheaf.c, barn.c, free.c's remote list); free.c also
+ *                         takes large and huge blocks and reports bad pointers
  *      api.c              realloc, the aligned family, usable size: the same lookup
  *
  *    Files by layer, each including only the ones below it: os.c, print.c, options.c,
- *    node.c (the OS and settings); page_alloc.c (pages); slab.c, alloc.c, free.c, sheaf.c,
- *    thread.c, large.c (objects and blocks); api.c, sized.c (the malloc family's
- *    semantics); preload/ (exported names). Beside them: startup.c and lock.c (the whole
- *    process), stats.c, live.c, check.c, debug.c, replenish.c. *
+ *    node.c (the OS and settings); page_alloc.c (pages); slab.c, cache.c, partial.c,
+ *    large.c (slabs and blocks); alloc.c, free.c, sheaf.c, barn.c, flush.c, thread.c (the
+ *    threads' caches of them); api.c, sized.c (the malloc family's semantics); preload/
+ *    (exported names). Beside them: startup.c and lock.c (the whole process), stats.c,
+ *    live.c, check.c, debug.c, replenish.c.
+ *
  * 9. Carving: a new slab's free list is threaded a step at a time (issue 13, memory
  *    follows the live set). Threading a whole order-3 slab writes a link and a mark into
  *    every object and so faults in all 32 KiB at once, for a thread that may take two
@@ -279,117 +272,18 @@
  *    Debug caches carve whole slabs at creation: uslub_debug_init_object writes every
  *    slot's red zones and metadata then anyway, so there is nothing to keep untouched.
  *
- *    Measured against 895f6f5: a program's first malloc(2048) leaves 2 of the new
- *    slab's 8 pages resident (tests/test_lazy.c checks it), its first malloc(4096) 4,
- *    where all 8 were. Callgrind per malloc+free: pairs at 64 B, 1 KiB and 4 KiB 63 and
- *    batches of 1000 at 64 B and 1 KiB 77.8, as before; batches at 4 KiB 389.9 against
- *    355.4, since every round there makes and discards slabs and each is carved in two
- *    steps (a second shuffle, and the count written to 8 descriptors). Programs that
- *    use their slabs up gain little: parked_threads 30.2 KiB a thread at 500 threads
- *    either way (its blocks come from shared slabs, whose untouched tails are a one-off
- *    per cache), peak RSS of the bench workloads within 0.1 MiB, times within noise
- *    (those two against 2bcfc76).
+ *    A program's first malloc(2048) leaves 2 of a new slab's 8 pages resident, not 8
+ *    (tests/test_lazy.c checks it); only batches that make and discard a slab each round
+ *    pay for the second step (tools/bench/results/).
  */
 #include "internal.h"
-#include "debug/debug.h"
+#include "hooks.h"
 #include "os/os.h"
-#include "os/options.h"
-#include "page/node.h"
-#include "os/print.h"
-#include "replenish/replenish.h"
 #include "slab/slab.h"
-#include "os/vg.h"
-
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-
-struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
-struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CLASSES];
-struct uslub_keys uslub_keys;
-uint16_t uslub_cpu_of[USLUB_MAX_SMALL / 16 + 1];
-
-/* Objects a carving step adds (section 9): mimalloc's 4 KiB of objects, at least
- * CARVE_MIN. By class, set at start-up. */
-#define CARVE_BYTES 4096
-#define CARVE_MIN   4
-static uint16_t carve_step[USLUB_NR_CLASSES];
 
 void *uslub_slab_next_free(const struct uslub_cache *c, void *object)
 {
 	return get_next(c, object);
-}
-
-void uslub_caches_init(void)
-{
-	struct uslub_order_params p = {
-	    .min_order = uslub_config.min_order,
-	    .max_order = uslub_config.max_order,
-	    .min_objects = uslub_config.min_objects,
-	    .nr_cpus = uslub_os_ncpus(),
-	};
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-		struct uslub_cache *c = &uslub_caches[i];
-		c->cls = i;
-		c->size = uslub_class_size[i];
-		c->stride = c->size;
-		c->offset = 0;
-		uslub_class_name(i, c->name);
-	}
-	/* Which caches debug, and their slot layout; it seeds uslub_random. */
-	uslub_debug_init();
-	/* The keys never change once a slab exists: every free pointer and mark depends on
-	 * them. The mark is odd, so no aligned address xor'ed with it is 0, the value a
-	 * fresh allocation leaves in the word. */
-	uslub_keys.secret = uslub_random();
-	uslub_keys.mask = uslub_config.harden == USLUB_HARDEN_OFF ? 0 : UINTPTR_MAX;
-	uslub_keys.mark = uslub_random() | 1;
-	for (size_t i = 0; i < USLUB_MAX_SMALL / 16 + 1; i++)
-		uslub_cpu_of[i] = (uint16_t)offsetof(struct uslub_thread, cpu[uslub_class_of[i]]);
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-		struct uslub_cache *c = &uslub_caches[i];
-		/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
-		 * so the free fast path's test fails for every one of them. */
-		uslub_lookup.magic[i] = c->debug ? 0 : UINT64_MAX / c->size + 1;
-		unsigned bytes = c->debug ? c->stride + DBG_RZ : c->size;
-		c->order = uslub_calculate_order(bytes, &p);
-		c->min_order = uslub_get_order(bytes);
-		if (c->min_order > c->order)
-			c->min_order = c->order;
-		c->objects = uslub_cache_objects(c, c->order);
-		c->min_objects = uslub_cache_objects(c, c->min_order);
-		unsigned step = CARVE_BYTES / c->size;
-		carve_step[i] = (uint16_t)(step < CARVE_MIN ? CARVE_MIN : step);
-		/* The kernel's set_cpu_partial, in objects, turned into slabs. */
-		unsigned nr = c->size >= 4096	? 6
-			      : c->size >= 1024 ? 24
-			      : c->size >= 256	? 52
-						: 120;
-		c->cpu_partial_slabs = (nr * 2 + c->objects - 1) / c->objects;
-		/* The kernel's min_partial: ilog2(size) / 2, within 5..10. */
-		unsigned lg = 31 - (unsigned)__builtin_clz(c->size);
-		c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
-		/* Each sheaf object may pin a slab of its own, so large objects get fewer. */
-		unsigned cap = c->size <= 256	 ? SHEAF_MAX
-			       : c->size <= 1024 ? 28
-			       : c->size <= 4096 ? 8
-						 : 4;
-		c->sheaf_capacity = c->debug			 ? 0
-				    : cap < uslub_config.sheaves ? cap
-								 : uslub_config.sheaves;
-	}
-	uslub_cache_nodes_init(0, uslub_nr_nodes);
-}
-
-void uslub_cache_nodes_init(unsigned from, unsigned to)
-{
-	for (unsigned n = from; n < to; n++)
-		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-			struct cache_node *cn = cache_node_of(&uslub_caches[i], n);
-			pthread_mutex_init(&cn->list_lock, NULL);
-			CDS_INIT_LIST_HEAD(&cn->partial);
-			cn->nr_partial = 0;
-		}
 }
 
 /* ---- slabs ------------------------------------------------------------------------ */
@@ -428,10 +322,10 @@ static void *thread_freelist(struct uslub_cache *c, char *first, unsigned object
 	if (unlikely(c->debug)) {
 		for (unsigned i = 0; i + 1 < objects; i++) {
 			char *q = p + delta >= end ? p + delta - span : p + delta;
-			uslub_debug_set_next(c, p, q);
+			uslub_hooks.set_next(c, p, q);
 			p = q;
 		}
-		uslub_debug_set_next(c, p, NULL);
+		uslub_hooks.set_next(c, p, NULL);
 		*tail = p;
 		return head;
 	}
@@ -473,7 +367,7 @@ static void set_carved(struct page_desc *s, unsigned n)
 
 static unsigned carve_count(const struct uslub_cache *c, unsigned capacity, unsigned carved)
 {
-	unsigned n = carve_step[c->cls];
+	unsigned n = uslub_carve_step[c->cls];
 	return n < capacity - carved ? n : capacity - carved;
 }
 
@@ -532,11 +426,11 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 	char *first = base + c->offset;
 	if (unlikely(c->debug))
 		for (unsigned i = 0; i < objects; i++)
-			uslub_debug_init_object(c, first + (size_t)i * c->stride);
+			uslub_hooks.init_object(c, first + (size_t)i * c->stride);
 	void *tail;
 	void *head = thread_freelist(c, first, carved, &tail);
 	if (unlikely(c->debug))
-		uslub_debug_slab_ready(c, s);
+		uslub_hooks.slab_ready(c, s);
 
 	atomic_fetch_add(&c->nr_slabs, 1);
 	atomic_fetch_add(&c->nr_slabs_by_order[order], 1);
@@ -564,7 +458,7 @@ static struct page_desc *allocate_slab(struct uslub_cache *c, struct uslub_threa
 				uslub_stat(cc, HIGH_ORDER_STALL);
 				s = uslub_pages_alloc(t->node, order, GFP_RECLAIM);
 			} else {
-				uslub_replenish_kick();
+				uslub_hooks.background_kick();
 			}
 		}
 		if (!s) {
@@ -611,225 +505,13 @@ void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub
 	}
 	stat_shared(t, c->cls, USLUB_STAT_FREE_SLAB);
 	if (unlikely(c->debug))
-		uslub_debug_slab_discard(c, s);
+		uslub_hooks.slab_discard(c, s);
 	__atomic_store_n(&s->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	if (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN) {
 		uslub_pcp_free(t, s, order);
 	} else {
 		uslub_pages_free(s, order);
 	}
-}
-
-/* deactivate_slab: the owner lets a frozen slab go. Its free objects (the thread's
- * freelist `fl`, if it is the current slab, and the local list) join the remote ones on
- * the slab's own list; the slab then goes to the node's partial list, back to the page
- * allocator when empty, or nowhere when full. */
-void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
-			   struct uslub_thread *t)
-{
-	struct cache_cpu *cc = &t->cpu[c->cls];
-	struct cache_node *n = node_of_slab(c, s);
-	char *base = page_address(s);
-	/* The owner's free objects: the thread freelist (only when a thread flushes) ahead
-	 * of the local list, whose length the free fast path keeps, so a slab dropped
-	 * from the thread partial list costs no walk over its objects. */
-	void *mine = s->local_free;
-	uint32_t nfree = s->local_count;
-	if (fl) {
-		void *p = fl, *q;
-		nfree++;
-		while ((q = get_next_checked(c, s, p))) {
-			p = q;
-			if (unlikely(++nfree > s->objects))
-				uslub_report_corrupt("free list longer than its slab", c, base, fl);
-		}
-		set_next(c, p, mine);
-		mine = fl;
-	}
-	/* An unfrozen slab with untouched objects keeps some free ones on its list, so
-	 * that an empty list still means a full slab (section 9). */
-	if (!mine && s->objects < uslub_slab_capacity(c, s) &&
-	    !w_head(atomic_load_explicit(&s->word, memory_order_acquire))) {
-		unsigned n;
-		mine = uslub_slab_extend(c, s, &n);
-		nfree = n;
-	}
-	s->local_free = NULL;
-	s->local_count = 0;
-	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
-
-	bool locked = false;
-	uint64_t old, new;
-	uint32_t inuse;
-	void *remote, *head;
-	for (;;) {
-		old = atomic_load_explicit(&s->word, memory_order_acquire);
-		remote = decode(w_head(old), base);
-		if (unlikely(nfree > w_inuse(old)))
-			uslub_report_corrupt("more free objects than the slab holds", c, base,
-					     mine);
-		inuse = w_inuse(old) - nfree;
-		if ((mine || remote) && !locked) {
-			pthread_mutex_lock(&n->list_lock);
-			locked = true;
-			continue;
-		}
-		head = mine;
-		if (remote) {
-			/* Remote frees go in front: they push at the head, so the tail of
-			 * this snapshot stays put while the walk runs. */
-			void *tail = remote;
-			void *next;
-			unsigned steps = 0;
-			while ((next = get_next_checked(c, s, tail)) && next != mine) {
-				tail = next; /* a retry finds the link it made */
-				if (unlikely(++steps > s->objects))
-					uslub_report_corrupt(
-					    "remote free list longer than its slab", c, base,
-					    remote);
-			}
-			set_next(c, tail, mine);
-			head = remote;
-		}
-		new = w_make(encode(head, base), inuse, 0);
-		/* acq_rel: the remote frees this folds in happened before the owner lets
-		 * go, and whoever takes the slab next sees our writes. */
-		if (atomic_compare_exchange_strong_explicit(
-			&s->word, &old, new, memory_order_acq_rel, memory_order_acquire))
-			break;
-	}
-	if (!locked) {
-		uslub_stat(cc, DEACTIVATE_FULL);
-		return;
-	}
-	if (remote)
-		uslub_stat(cc, DEACTIVATE_REMOTE_FREES);
-	if (inuse == 0 && n->nr_partial >= c->min_partial) {
-		pthread_mutex_unlock(&n->list_lock);
-		uslub_stat(cc, DEACTIVATE_EMPTY);
-		uslub_discard_slab(c, s, t);
-		return;
-	}
-	add_partial(n, s, inuse == 0);
-	if (inuse == 0)
-		uslub_stat(cc, DEACTIVATE_TO_TAIL);
-	else
-		uslub_stat(cc, DEACTIVATE_TO_HEAD);
-	pthread_mutex_unlock(&n->list_lock);
-}
-
-void uslub_unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct uslub_thread *t)
-{
-	struct page_desc *s;
-	while ((s = cc->partial)) {
-		cc->partial = s->next;
-		s->next = NULL;
-		cc->nr_partial--;
-		uslub_deactivate_slab(c, s, NULL, t);
-	}
-}
-
-void uslub_put_cpu_partial(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
-{
-	struct cache_cpu *cc = &t->cpu[c->cls];
-	if (cc->nr_partial >= c->cpu_partial_slabs) {
-		uslub_stat(cc, CPU_PARTIAL_DRAIN);
-		uslub_unfreeze_partials(c, cc, t);
-	}
-	s->next = cc->partial;
-	cc->partial = s;
-	cc->nr_partial++;
-}
-
-/* get_partial_node: freeze the first slab of a node's partial list for the caller, and
- * up to half a thread partial list more. Returns the first, its objects in *fl, and the
- * count of free objects taken in *found. */
-static struct page_desc *get_partial_node(struct uslub_cache *c, struct cache_node *n,
-					  struct uslub_thread *t, struct cache_cpu *cc, void **fl,
-					  uint64_t *found)
-{
-	struct page_desc *first = NULL, *s, *tmp;
-
-	if (!__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED))
-		return NULL;
-	pthread_mutex_lock(&n->list_lock);
-	cds_list_for_each_entry_safe(s, tmp, &n->partial, list)
-	{
-		remove_partial(n, s);
-		uint64_t old = atomic_load_explicit(&s->word, memory_order_relaxed);
-		while (!atomic_compare_exchange_weak_explicit(
-		    &s->word, &old, w_make(0, s->objects, W_FROZEN), memory_order_acquire,
-		    memory_order_relaxed))
-			;
-		__atomic_store_n(&s->owner, t, __ATOMIC_RELAXED);
-		void *objects = decode(w_head(old), page_address(s));
-		*found += s->objects - w_inuse(old);
-		if (!first) {
-			first = s;
-			*fl = objects;
-			uslub_stat(cc, ALLOC_FROM_PARTIAL);
-		} else {
-			s->local_free = objects;
-			s->local_count = (uint16_t)(s->objects - w_inuse(old));
-			s->next = cc->partial;
-			cc->partial = s;
-			cc->nr_partial++;
-			uslub_stat(cc, CPU_PARTIAL_NODE);
-		}
-		if (cc->nr_partial >= c->cpu_partial_slabs / 2)
-			break;
-	}
-	pthread_mutex_unlock(&n->list_lock);
-	return first;
-}
-
-/* get_any_partial: the other nodes, nearest first. The local node was searched just
- * before and is not searched again, each node is looked at once, and with one node there
- * is nothing to search: the kernel's fix, which USLUB_NUMA=...,noskip turns off (the
- * search then starts at the local node and runs on one node too) for comparison. */
-static struct page_desc *get_any_partial(struct uslub_cache *c, struct uslub_thread *t,
-					 struct cache_cpu *cc, void **fl)
-{
-	unsigned local = t->node, nr = uslub_nr_nodes;
-	bool again = uslub_topo.search_local;
-	if (nr == 1 && !again)
-		return NULL;
-	struct uslub_node *me = &uslub_nodes[local];
-	__atomic_fetch_add(&me->any_partial_calls, 1, __ATOMIC_RELAXED);
-	/* Nodes this search has looked at, to count a repeat: the one thing the kernel's
-	 * fix is about, and what a wrong order table would show (tests/test_numa_emu.c). */
-	unsigned seen = 1u << local;
-	_Static_assert(MAX_NODES <= 32, "a node set fits in seen");
-	for (unsigned k = again ? 0 : 1; k < nr; k++) {
-		unsigned node = k == 0 ? local : uslub_topo.order[local][k - 1];
-		__atomic_fetch_add(&me->any_partial_tried, 1, __ATOMIC_RELAXED);
-		if (seen & (1u << node))
-			__atomic_fetch_add(&me->any_partial_again, 1, __ATOMIC_RELAXED);
-		seen |= 1u << node;
-		uint64_t found = 0;
-		struct page_desc *s =
-		    get_partial_node(c, cache_node_of(c, node), t, cc, fl, &found);
-		if (s) {
-			if (node != local) {
-				__atomic_fetch_add(&me->remote_slabs, 1, __ATOMIC_RELAXED);
-				__atomic_fetch_add(&me->remote_objects, found, __ATOMIC_RELAXED);
-			}
-			return s;
-		}
-	}
-	return NULL;
-}
-
-struct page_desc *uslub_get_partial(struct uslub_cache *c, struct uslub_thread *t,
-				    struct cache_cpu *cc, void **fl)
-{
-	uint64_t found = 0;
-	struct page_desc *s = get_partial_node(c, cache_node_of(c, t->node), t, cc, fl, &found);
-	if (s) {
-		__atomic_fetch_add(&uslub_nodes[t->node].local_partial_hits, 1, __ATOMIC_RELAXED);
-		return s;
-	}
-	return get_any_partial(c, t, cc, fl);
 }
 
 void *uslub_slab_object_start(struct page_desc *s, const void *p)
@@ -843,28 +525,4 @@ void *uslub_slab_object_start(struct page_desc *s, const void *p)
 	if (in_slot < c->offset)
 		return NULL;
 	return (char *)p - (in_slot - c->offset);
-}
-
-void uslub_thread_flush(struct uslub_thread *t)
-{
-	uslub_sheaves_flush(t, true);
-	uslub_thread_flush_slabs(t);
-}
-
-void uslub_thread_flush_slabs(struct uslub_thread *t)
-{
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-		struct cache_cpu *cc = &t->cpu[i];
-		struct uslub_cache *c = &uslub_caches[i];
-		if (cc->slab) {
-			struct page_desc *s = cc->slab;
-			void *fl = cc->freelist;
-			cc->slab = NULL;
-			cc->freelist = NULL;
-			uslub_stat(cc, CPUSLAB_FLUSH);
-			uslub_deactivate_slab(c, s, fl, t);
-		}
-		uslub_unfreeze_partials(c, cc, t);
-	}
-	uslub_pcp_drain(t, 0);
 }

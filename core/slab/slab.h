@@ -4,7 +4,7 @@
 #define USLUB_SLAB_H
 
 #include "internal.h"
-#include "debug/debug.h"
+#include "hooks.h"
 
 /* Objects in a slab of `order` pages: plain caches fill it; a debug cache's slots are
  * `stride` apart and the last object's right red zone follows them (debug.h). */
@@ -52,18 +52,18 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final);
 /* ---- what the slow-path files share (slab.c, alloc.c, free.c, sheaf.c) ---------- */
 
 /* Free pointers: at the object's start in a plain cache; in a debug cache in the slot's
- * metadata, where debug.c decodes and checks them. */
+ * metadata, where debug/ decodes and checks them (through its hooks). */
 static inline void *get_next(const struct uslub_cache *c, void *object)
 {
 	if (unlikely(c->debug))
-		return uslub_debug_get_next(c, object);
+		return uslub_hooks.get_next(c, object);
 	return link_get(object);
 }
 
 static inline void set_next(const struct uslub_cache *c, void *object, void *next)
 {
 	if (unlikely(c->debug))
-		uslub_debug_set_next(c, object, next);
+		uslub_hooks.set_next(c, object, next);
 	else
 		link_set(object, next);
 }
@@ -148,6 +148,14 @@ static inline void push_local(const struct uslub_cache *c, struct page_desc *s, 
 	s->local_free = p;
 	s->local_count++;
 }
+
+/* The caches at start-up, in two steps around debug/'s (uslub_debug_init, which gives
+ * the debug caches their slot layout and seeds uslub_random): uslub_caches_init (internal.h)
+ * sets every cache's plain layout; uslub_caches_open then draws the keys and sets what
+ * follows from the layout - orders, counts, sheaf capacities - and the cache-node rows. */
+void uslub_caches_open(void);
+/* Objects a carving step adds, by class (cache.c; slab.c, section 9). */
+extern uint16_t uslub_carve_step[USLUB_NR_CLASSES];
 
 struct page_desc *uslub_new_slab(struct uslub_cache *c, struct uslub_thread *t,
 				 struct cache_cpu *cc, void **fl);

@@ -4,9 +4,7 @@
  * slabs, then the node partial lists (get_partial, slab.c), and only then a new slab. */
 #include "internal.h"
 #include "hooks.h"
-#include "debug/debug.h"
 #include "page/node.h"
-#include "replenish/replenish.h"
 #include "slab/slab.h"
 
 #include <errno.h>
@@ -199,7 +197,7 @@ void *uslub_slab_alloc_class(unsigned cls, size_t size)
 	void *object = alloc_class(cls);
 	struct uslub_cache *c = &uslub_caches[cls];
 	if (unlikely(c->debug) && object)
-		uslub_debug_alloc(c, page_desc_of(object)->head, object, size,
-				  __builtin_return_address(0));
+		uslub_hooks.object_alloc(c, page_desc_of(object)->head, object, size,
+					 __builtin_return_address(0));
 	return object;
 }

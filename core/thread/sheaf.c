@@ -1,203 +1,44 @@
-/* Sheaves and barns (slab.c, section 6): per thread and cache, the array of free objects
- * that malloc pops and free pushes; per node and cache, the barn of full sheaves that
- * threads trade. Everything here is off the fast path: a sheaf that ran empty or full. */
+/* The sheaf's slow paths (slab.c, section 6): per thread and cache, the array of free
+ * objects that malloc pops and free pushes. Everything here is off the fast path: a sheaf
+ * that ran empty or full, refilled from the barn (barn.c) or the thread's slabs, emptied
+ * into the barn or back to its slabs. */
 #include "internal.h"
 #include "hooks.h"
-#include "os/os.h"
-#include "replenish/replenish.h"
 #include "slab/slab.h"
+#include "thread/barn.h"
 
-#include <sched.h>
 #include <string.h>
-#include <time.h>
 
-struct barn *uslub_barns[MAX_NODES];
-
-/* ---- the barn --------------------------------------------------------------------- */
-
-/* A waiter spins while the holder copies; past a few dozen tries the holder was likely
- * preempted (more threads than cores), and the waiter gives up its time slice. */
-static inline void barn_lock(struct barn *b)
+/* The sheaves' slow paths run every few dozen operations, too often for a clock read (a
+ * vDSO call) each time (tools/bench/results/). The time-stamp counter, one instruction,
+ * spaces the clock reads out to one per 2^22 cycles (1-4 ms on the clocks of today), far
+ * below the decay period. Elsewhere, the clock each time. */
+static inline bool barn_decay_due(void)
 {
-	while (unlikely(atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))) {
-		for (unsigned spins = 0; atomic_load_explicit(&b->lock, memory_order_relaxed);)
-			if (++spins < 64) {
-				cpu_relax();
-			} else {
-				uslub_os_yield();
-				spins = 0;
-			}
-	}
-}
-static inline void barn_unlock(struct barn *b)
-{
-	atomic_store_explicit(&b->lock, 0, memory_order_release);
+#if defined(__x86_64__) || defined(__i386__)
+	static _Atomic uint64_t last_tsc;
+	uint64_t tsc = __builtin_ia32_rdtsc();
+	if (tsc - atomic_load_explicit(&last_tsc, memory_order_relaxed) < (1ULL << 22))
+		return false;
+	atomic_store_explicit(&last_tsc, tsc, memory_order_relaxed);
+#endif
+	return true;
 }
 
-/* What cache c's barn holds at most: BARN_BYTES of objects, within BARN_MIN_SHEAVES
- * sheaves and BARN_MAX objects, in whole sheaves. 0 without sheaves. */
-static uint32_t barn_limit(const struct uslub_cache *c)
+static inline void barns_decay_soon(void)
 {
-	uint32_t cap = c->sheaf_capacity;
-	if (!cap)
-		return 0;
-	uint64_t n = BARN_BYTES / c->size;
-	if (n > BARN_MAX)
-		n = BARN_MAX;
-	n -= n % cap;
-	return n < BARN_MIN_SHEAVES * cap ? BARN_MIN_SHEAVES * cap : (uint32_t)n;
+	if (unlikely(barn_decay_due()))
+		uslub_barns_decay();
 }
-
-/* Node's barns, made at the node's first barn_put: the caches' barns and their slots in
- * one block of pages (under 256 KiB, touched as used), never freed. Made under cache 0's
- * list_lock of the node, which fork and the heap walker hold before they take the barn
- * locks, so a barn never appears while they look. */
-static struct barn *barns_of(unsigned node)
-{
-	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-	if (likely(b))
-		return b;
-	size_t bytes = sizeof(struct barn) * USLUB_NR_CLASSES;
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		bytes += barn_limit(&uslub_caches[i]) * sizeof(void *);
-	unsigned order = 0;
-	while ((USLUB_PAGE_SIZE << order) < bytes)
-		order++;
-	pthread_mutex_t *guard = &cache_node_of(&uslub_caches[0], node)->list_lock;
-	pthread_mutex_lock(guard);
-	b = uslub_barns[node];
-	if (!b) {
-		struct page_desc *d = uslub_pages_alloc(node, order, 0);
-		if (d) {
-			for (size_t i = 1; i < (1UL << order); i++)
-				d[i].head = d;
-			d->order = (uint8_t)order;
-			d->cls = CLS_NONE;
-			__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
-			__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
-			b = page_address(d);
-			void **slots = (void **)(b + USLUB_NR_CLASSES);
-			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-				atomic_store_explicit(&b[i].lock, 0, memory_order_relaxed);
-				b[i].count = 0;
-				b[i].low = 0;
-				b[i].limit = barn_limit(&uslub_caches[i]);
-				b[i].objects = slots;
-				slots += b[i].limit;
-			}
-			__atomic_store_n(&uslub_barns[node], b, __ATOMIC_RELEASE);
-		}
-	}
-	pthread_mutex_unlock(guard);
-	return b;
-}
-
-/* barn_put: the n objects of a full sheaf into the node's barn, all or none. */
-static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
-{
-	struct barn *b = barns_of(node);
-	bool done = false;
-	if (b) {
-		b += c->cls;
-		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <= b->limit) {
-			barn_lock(b);
-			if (b->count + n <= b->limit) {
-				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
-				__atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
-				done = true;
-			}
-			barn_unlock(b);
-		}
-	}
-	__atomic_fetch_add(&c->stat[done ? USLUB_STAT_BARN_PUT : USLUB_STAT_BARN_PUT_FAIL], 1,
-			   __ATOMIC_RELAXED);
-	return done;
-}
-
-/* barn_get: up to `want` objects from the node's barn into `dst`; how many. */
-static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want)
-{
-	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-	unsigned n = 0;
-	if (b) {
-		b += c->cls;
-		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
-			barn_lock(b);
-			n = b->count < want ? b->count : want;
-			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
-			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
-			if (b->count < b->low)
-				b->low = b->count;
-			barn_unlock(b);
-		}
-	}
-	if (n)
-		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_GET], 1, __ATOMIC_RELAXED);
-	return n;
-}
-
-/* ---- flushing to the slabs -------------------------------------------------------- */
-
-/* n free objects of cache c (marked free, counted in their slabs' inuse) back to their
- * slabs, as kmem_cache_free_bulk does: from the top of the array down, each object
- * gathers the objects of its slab that lie below it into one detached list, looking past
- * at most one object of another slab in a row (build_detached_freelist looks past three:
- * a sheaf filled in allocation order holds runs of one slab, which need none, and a
- * random one gains nothing from a longer search - callgrind, random replacement: 244
- * instructions a step looking past one, 249 past three; batches of 4 KiB alike). The list is pushed
- * onto the slab's local list if t holds the slab, else onto its remote list with one
- * compare-and-swap. The array is consumed. */
-static void flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n)
-{
-	/* The objects' descriptors are cold (free read only the dense page tests): ask for
-	 * them all first, so their misses overlap instead of coming one per slab. */
-	for (unsigned i = n; i--;)
-		__builtin_prefetch(page_desc_of(objects[i]), 1);
-	for (unsigned i = n; i--;) {
-		void *head = objects[i];
-		if (!head)
-			continue;
-		struct page_desc *s = block_of(head);
-		uintptr_t base = (uintptr_t)page_address(s);
-		uintptr_t bytes = USLUB_PAGE_SIZE << s->order;
-		void *tail = head;
-		unsigned count = 1, misses = 0;
-		for (unsigned j = i; j-- && misses <= 1;) {
-			void *p = objects[j];
-			if (!p)
-				continue;
-			if ((uintptr_t)p - base < bytes) {
-				set_next(c, tail, p);
-				tail = p;
-				objects[j] = NULL;
-				count++;
-			} else {
-				misses++;
-			}
-		}
-		if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
-			set_next(c, tail, s->local_free);
-			s->local_free = head;
-			s->local_count = (uint16_t)(s->local_count + count);
-		} else {
-			uslub_slab_free_chain(c, s, head, tail, count, t);
-		}
-	}
-}
-
-/* ---- the sheaf's slow paths ------------------------------------------------------- */
 
 /* How many objects a sheaf's slow path moves, in or out. A program whose allocations and
  * frees of a cache alternate - a working set replaced at random - walks its sheaf up and
  * down at random; moving half a sheaf leaves it in the middle, and such a walk takes
  * about (cap/2)^2 operations to reach either end again, against about cap from the end a
- * whole-sheaf move leaves it at (callgrind, thread_local: 404 M instructions against 419
- * M; random replacement 264 per step against 272). A program that allocates or frees a
- * run of them - a batch, a producer, a consumer - meets the same end twice in a row, and
- * then moves whole sheaves (batches of 1000 at 64 B: 100 instructions a pair, against 120
- * with halves only). */
+ * whole-sheaf move leaves it at. A program that allocates or frees a run of them - a
+ * batch, a producer, a consumer - meets the same end twice in a row, and then moves
+ * whole sheaves (tools/bench/results/). */
 enum { SHEAF_REFILLED = 1, SHEAF_SPILLED = 2 };
-static inline void barns_decay_soon(void);
 
 static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
 {
@@ -409,7 +250,7 @@ void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *ha
 	atomic_store_explicit(&t->active, true, memory_order_relaxed);
 	barns_decay_soon();
 	*half = sheaf_move(cc, SHEAF_REFILLED, cc->sheaf_cap);
-	unsigned n = barn_get(&uslub_caches[cls], t->node, cc->sheaf, *half);
+	unsigned n = uslub_barn_get(&uslub_caches[cls], t->node, cc->sheaf, *half);
 	if (!n) {
 		uslub_stat(cc, BARN_GET_FAIL);
 		return NULL;
@@ -514,9 +355,9 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 	/* The older objects go; the newer stay for the next allocations. */
 	unsigned half = sheaf_move(cc, SHEAF_SPILLED, n);
 	barns_decay_soon();
-	if (!barn_put(c, t->node, cc->sheaf, half)) {
+	if (!uslub_barn_put(c, t->node, cc->sheaf, half)) {
 		bool in = uslub_slow_enter(t);
-		flush_objects(c, t, cc->sheaf, half);
+		uslub_flush_objects(c, t, cc->sheaf, half);
 		uslub_slow_exit(t, in);
 		uslub_stat_add(cc, SHEAF_FLUSH, half);
 	}
@@ -541,121 +382,9 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 		if (final)
 			cc->sheaf_cap = 0;
 		if (cc->sheaf_count) {
-			flush_objects(&uslub_caches[i], t, cc->sheaf, cc->sheaf_count);
+			uslub_flush_objects(&uslub_caches[i], t, cc->sheaf, cc->sheaf_count);
 			uslub_stat_add(cc, SHEAF_FLUSH, cc->sheaf_count);
 			sheaf_set_count(cc, 0);
 		}
-	}
-}
-
-/* The bottom of a barn is what was put there longest ago; the top is what threads take.
- * `low` objects were not taken for a whole period: they go, a sheaf's worth at a time from
- * the bottom, the rest moved down, so no barn stays locked over the slab work. They are
- * sent as by a thread without state, which freezes no slab for itself. */
-static void barn_decay(struct uslub_cache *c, struct barn *b)
-{
-	void *batch[SHEAF_MAX];
-	barn_lock(b);
-	uint32_t old = b->low < b->count ? b->low : b->count;
-	b->low = b->count - old;
-	barn_unlock(b);
-	while (old) {
-		barn_lock(b);
-		unsigned n = old < SHEAF_MAX ? old : SHEAF_MAX;
-		if (n > b->count)
-			n = b->count;
-		memcpy(batch, b->objects, n * sizeof(void *));
-		memmove(b->objects, b->objects + n, (b->count - n) * sizeof(void *));
-		__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
-		b->low = b->low > n ? b->low - n : 0;
-		barn_unlock(b);
-		if (!n)
-			break;
-		flush_objects(c, &uslub_empty_thread, batch, n);
-		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_FLUSH], n, __ATOMIC_RELAXED);
-		old -= n;
-	}
-	barn_lock(b);
-	b->low = b->count;
-	barn_unlock(b);
-}
-
-/* malloc_trim: everything the barns hold goes back to the slabs, so empty slabs can go
- * back to the page allocator - the decay's work with every object counted as unused. */
-void uslub_barns_flush(void)
-{
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
-			barn_lock(&b[i]);
-			b[i].low = b[i].count;
-			barn_unlock(&b[i]);
-			barn_decay(&uslub_caches[i], &b[i]);
-		}
-	}
-}
-
-/* The sheaves' slow paths run every few dozen operations; the clock (a vDSO call) each
- * time cost 3 instructions per malloc+free pair in batches. The time-stamp counter,
- * one instruction, spaces the clock reads out to one per 2^22 cycles (1-4 ms on the
- * clocks of today), far below the decay period. Elsewhere, the clock each time. */
-static inline bool barn_decay_due(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	static _Atomic uint64_t last_tsc;
-	uint64_t tsc = __builtin_ia32_rdtsc();
-	if (tsc - atomic_load_explicit(&last_tsc, memory_order_relaxed) < (1ULL << 22))
-		return false;
-	atomic_store_explicit(&last_tsc, tsc, memory_order_relaxed);
-#endif
-	return true;
-}
-
-static inline void barns_decay_soon(void)
-{
-	if (unlikely(barn_decay_due()))
-		uslub_barns_decay();
-}
-
-void uslub_barns_decay(void)
-{
-	static _Atomic uint64_t last;
-	uint64_t now = uslub_os_now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
-	if (now - then < BARN_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
-		return;
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
-				barn_decay(&uslub_caches[i], &b[i]);
-	}
-}
-
-bool uslub_barns_held(void)
-{
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
-				return true;
-	}
-	return false;
-}
-
-void uslub_barns_lock_all(void)
-{
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = uslub_barns[node];
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			barn_lock(&b[i]);
-	}
-}
-
-void uslub_barns_unlock_all(void)
-{
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = uslub_barns[node];
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			barn_unlock(&b[i]);
 	}
 }

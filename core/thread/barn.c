@@ -1,0 +1,272 @@
+/* The barn (slab.c, section 6): per node and cache, the full sheaves that threads trade,
+ * its decay, and the bulk free (kmem_cache_free_bulk) that sends sheaves and barns back
+ * to their slabs. */
+#include "internal.h"
+#include "os/os.h"
+#include "slab/slab.h"
+#include "thread/barn.h"
+
+#include <string.h>
+
+struct barn *uslub_barns[MAX_NODES];
+
+/* ---- the barn --------------------------------------------------------------------- */
+
+/* A waiter spins while the holder copies; past a few dozen tries the holder was likely
+ * preempted (more threads than cores), and the waiter gives up its time slice. */
+static inline void barn_lock(struct barn *b)
+{
+	while (unlikely(atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))) {
+		for (unsigned spins = 0; atomic_load_explicit(&b->lock, memory_order_relaxed);)
+			if (++spins < 64) {
+				cpu_relax();
+			} else {
+				uslub_os_yield();
+				spins = 0;
+			}
+	}
+}
+static inline void barn_unlock(struct barn *b)
+{
+	atomic_store_explicit(&b->lock, 0, memory_order_release);
+}
+
+/* What cache c's barn holds at most: BARN_BYTES of objects, within BARN_MIN_SHEAVES
+ * sheaves and BARN_MAX objects, in whole sheaves. 0 without sheaves. */
+static uint32_t barn_limit(const struct uslub_cache *c)
+{
+	uint32_t cap = c->sheaf_capacity;
+	if (!cap)
+		return 0;
+	uint64_t n = BARN_BYTES / c->size;
+	if (n > BARN_MAX)
+		n = BARN_MAX;
+	n -= n % cap;
+	return n < BARN_MIN_SHEAVES * cap ? BARN_MIN_SHEAVES * cap : (uint32_t)n;
+}
+
+/* Node's barns, made at the node's first uslub_barn_put: the caches' barns and their slots in
+ * one block of pages (under 256 KiB, touched as used), never freed. Made under cache 0's
+ * list_lock of the node, which fork and the heap walker hold before they take the barn
+ * locks, so a barn never appears while they look. */
+static struct barn *barns_of(unsigned node)
+{
+	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	if (likely(b))
+		return b;
+	size_t bytes = sizeof(struct barn) * USLUB_NR_CLASSES;
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		bytes += barn_limit(&uslub_caches[i]) * sizeof(void *);
+	unsigned order = 0;
+	while ((USLUB_PAGE_SIZE << order) < bytes)
+		order++;
+	pthread_mutex_t *guard = &cache_node_of(&uslub_caches[0], node)->list_lock;
+	pthread_mutex_lock(guard);
+	b = uslub_barns[node];
+	if (!b) {
+		struct page_desc *d = uslub_pages_alloc(node, order, 0);
+		if (d) {
+			for (size_t i = 1; i < (1UL << order); i++)
+				d[i].head = d;
+			d->order = (uint8_t)order;
+			d->cls = CLS_NONE;
+			__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
+			__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
+			b = page_address(d);
+			void **slots = (void **)(b + USLUB_NR_CLASSES);
+			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+				atomic_store_explicit(&b[i].lock, 0, memory_order_relaxed);
+				b[i].count = 0;
+				b[i].low = 0;
+				b[i].limit = barn_limit(&uslub_caches[i]);
+				b[i].objects = slots;
+				slots += b[i].limit;
+			}
+			__atomic_store_n(&uslub_barns[node], b, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(guard);
+	return b;
+}
+
+/* uslub_barn_put: the n objects of a full sheaf into the node's barn, all or none. */
+bool uslub_barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
+{
+	struct barn *b = barns_of(node);
+	bool done = false;
+	if (b) {
+		b += c->cls;
+		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <= b->limit) {
+			barn_lock(b);
+			if (b->count + n <= b->limit) {
+				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
+				__atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
+				done = true;
+			}
+			barn_unlock(b);
+		}
+	}
+	__atomic_fetch_add(&c->stat[done ? USLUB_STAT_BARN_PUT : USLUB_STAT_BARN_PUT_FAIL], 1,
+			   __ATOMIC_RELAXED);
+	return done;
+}
+
+/* uslub_barn_get: up to `want` objects from the node's barn into `dst`; how many. */
+unsigned uslub_barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want)
+{
+	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	unsigned n = 0;
+	if (b) {
+		b += c->cls;
+		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
+			barn_lock(b);
+			n = b->count < want ? b->count : want;
+			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
+			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+			if (b->count < b->low)
+				b->low = b->count;
+			barn_unlock(b);
+		}
+	}
+	if (n)
+		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_GET], 1, __ATOMIC_RELAXED);
+	return n;
+}
+
+/* ---- flushing to the slabs -------------------------------------------------------- */
+
+/* n free objects of cache c (marked free, counted in their slabs' inuse) back to their
+ * slabs, as kmem_cache_free_bulk does: from the top of the array down, each object
+ * gathers the objects of its slab that lie below it into one detached list, looking past
+ * at most one object of another slab in a row (build_detached_freelist looks past three:
+ * a sheaf filled in allocation order holds runs of one slab, which need none, and a
+ * random one gains nothing from a longer search; tools/bench/results/). The list is
+ * pushed onto the slab's local list if t holds the slab, else onto its remote list with
+ * one compare-and-swap. The array is consumed. */
+void uslub_flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n)
+{
+	/* The objects' descriptors are cold (free read only the dense page tests): ask for
+	 * them all first, so their misses overlap instead of coming one per slab. */
+	for (unsigned i = n; i--;)
+		__builtin_prefetch(page_desc_of(objects[i]), 1);
+	for (unsigned i = n; i--;) {
+		void *head = objects[i];
+		if (!head)
+			continue;
+		struct page_desc *s = block_of(head);
+		uintptr_t base = (uintptr_t)page_address(s);
+		uintptr_t bytes = USLUB_PAGE_SIZE << s->order;
+		void *tail = head;
+		unsigned count = 1, misses = 0;
+		for (unsigned j = i; j-- && misses <= 1;) {
+			void *p = objects[j];
+			if (!p)
+				continue;
+			if ((uintptr_t)p - base < bytes) {
+				set_next(c, tail, p);
+				tail = p;
+				objects[j] = NULL;
+				count++;
+			} else {
+				misses++;
+			}
+		}
+		if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) == t) {
+			set_next(c, tail, s->local_free);
+			s->local_free = head;
+			s->local_count = (uint16_t)(s->local_count + count);
+		} else {
+			uslub_slab_free_chain(c, s, head, tail, count, t);
+		}
+	}
+}
+
+/* The bottom of a barn is what was put there longest ago; the top is what threads take.
+ * `low` objects were not taken for a whole period: they go, a sheaf's worth at a time from
+ * the bottom, the rest moved down, so no barn stays locked over the slab work. They are
+ * sent as by a thread without state, which freezes no slab for itself. */
+static void barn_decay(struct uslub_cache *c, struct barn *b)
+{
+	void *batch[SHEAF_MAX];
+	barn_lock(b);
+	uint32_t old = b->low < b->count ? b->low : b->count;
+	b->low = b->count - old;
+	barn_unlock(b);
+	while (old) {
+		barn_lock(b);
+		unsigned n = old < SHEAF_MAX ? old : SHEAF_MAX;
+		if (n > b->count)
+			n = b->count;
+		memcpy(batch, b->objects, n * sizeof(void *));
+		memmove(b->objects, b->objects + n, (b->count - n) * sizeof(void *));
+		__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+		b->low = b->low > n ? b->low - n : 0;
+		barn_unlock(b);
+		if (!n)
+			break;
+		uslub_flush_objects(c, &uslub_empty_thread, batch, n);
+		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_FLUSH], n, __ATOMIC_RELAXED);
+		old -= n;
+	}
+	barn_lock(b);
+	b->low = b->count;
+	barn_unlock(b);
+}
+
+/* malloc_trim: everything the barns hold goes back to the slabs, so empty slabs can go
+ * back to the page allocator - the decay's work with every object counted as unused. */
+void uslub_barns_flush(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
+			barn_lock(&b[i]);
+			b[i].low = b[i].count;
+			barn_unlock(&b[i]);
+			barn_decay(&uslub_caches[i], &b[i]);
+		}
+	}
+}
+
+void uslub_barns_decay(void)
+{
+	static _Atomic uint64_t last;
+	uint64_t now = uslub_os_now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
+	if (now - then < BARN_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
+		return;
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
+				barn_decay(&uslub_caches[i], &b[i]);
+	}
+}
+
+bool uslub_barns_held(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
+				return true;
+	}
+	return false;
+}
+
+void uslub_barns_lock_all(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			barn_lock(&b[i]);
+	}
+}
+
+void uslub_barns_unlock_all(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+			barn_unlock(&b[i]);
+	}
+}
