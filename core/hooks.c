@@ -76,6 +76,7 @@ static void no_nodes(unsigned from, unsigned to)
 
 _Atomic int uslub_hooks_pending;
 unsigned uslub_block_debug;
+int uslub_memcheck; /* os/vg.h */
 
 struct uslub_hooks uslub_hooks = {
     .set_next = no_set_next,

@@ -12,7 +12,7 @@
 
 #ifdef USLUB_PREFIXED
 #include "debug/check.h"
-#include "internal.h"
+#include "thread/thread.h"
 #endif
 
 #define MIB TU_MIB

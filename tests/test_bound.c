@@ -22,7 +22,7 @@
 
 #ifdef USLUB_PREFIXED
 #include "debug/check.h"
-#include "internal.h"
+#include "thread/thread.h"
 #include "replenish/replenish.h"
 #endif
 

@@ -24,7 +24,7 @@
 
 #ifdef USLUB_PREFIXED
 #include "debug/check.h"
-#include "internal.h"
+#include "thread/thread.h"
 #include "os/os.h"
 #endif
 

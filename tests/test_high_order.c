@@ -6,7 +6,7 @@
  * frees; the background replenisher starts, prepares warm blocks when woken, is restarted
  * in a forked child and stops cleanly. */
 #include "hooks.h"
-#include "internal.h"
+#include "thread/thread.h"
 #include "os/options.h"
 #include "replenish/replenish.h"
 #include "test_util.h"

@@ -10,7 +10,7 @@
  *     none missing), and the live counts match along the way and after everything is
  *     freed again. */
 #include "debug/check.h"
-#include "internal.h"
+#include "thread/thread.h"
 #include "slab/slab.h"
 #include "test_util.h"
 #include "uslub.h"

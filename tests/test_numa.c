@@ -4,7 +4,7 @@
  *           other nodes nearest first, never the local one, each once;
  *   off     one node: get_any_partial is never entered;
  *   auto    the real topology is read without error. */
-#include "internal.h"
+#include "thread/thread.h"
 #include "page/node.h"
 #include "test_util.h"
 #include "uslub.h"

@@ -27,7 +27,7 @@
 #include "test_util.h"
 
 #ifdef USLUB_PREFIXED
-#include "internal.h"
+#include "thread/thread.h"
 #include "page/node.h"
 #endif
 

@@ -1,6 +1,7 @@
 /* Settings: every variable parsed from an environ-style array, bad values reported in one
  * line naming the variable and the value used, and the program going on with it. */
 #include "os/options.h"
+#include "types.h"
 #include "test_util.h"
 
 #include <string.h>

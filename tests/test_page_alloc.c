@@ -2,7 +2,7 @@
  * naturally aligned, marked in its first descriptor, no two free buddies left apart,
  * counts matching the lists), freeing everything restores the free lists exactly,
  * claiming a range takes just those pages, and released memory reads back as zero. */
-#include "internal.h"
+#include "thread/thread.h"
 #include "os/os.h"
 #include "test_util.h"
 #include "uslub.h"

@@ -16,7 +16,7 @@
  *   a block it holds is the next one of its size. Blocks of up to 64 KiB are made in the
  *   slab zone, bigger ones in the large zone. */
 #include "debug/check.h"
-#include "internal.h"
+#include "thread/thread.h"
 #include "slab/slab.h"
 #include "test_util.h"
 

@@ -8,7 +8,7 @@
  * full sheaf left in the barn and taken back by an empty one, a full barn sending sheaves
  * back to their slabs, and malloc_trim and thread exit flushing, each free counted once. */
 #include "debug/check.h"
-#include "internal.h"
+#include "thread/thread.h"
 #include "slab/slab.h"
 #include "test_util.h"
 #include "uslub.h"

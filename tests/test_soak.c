@@ -26,7 +26,7 @@
 #include "test_util.h"
 
 #include "debug/check.h"
-#include "internal.h"
+#include "thread/thread.h"
 
 #define SLOTS	1024
 #define MAILBOX 256

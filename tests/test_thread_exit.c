@@ -19,9 +19,9 @@
  *
  * Linked (uslub_ names), it also sees the engine: each thread's first allocation is
  * checked to have made its state in the round it should, exactly the late states are
- * counted as reaped, the heap walker (core/debug/check.c) runs at the end, and 4. below runs. Preloaded
- * it checks the totals. Without uslub (run it plainly) it prints the resident-set growth under
- * glibc, for comparison. */
+ * counted as reaped, the heap walker (core/debug/check.c) runs at the end, and 4. below runs.
+ * Preloaded it checks the totals. Without uslub (run it plainly) it prints the resident-set growth
+ * under glibc, for comparison. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -40,7 +40,7 @@
 
 #ifdef USLUB_PREFIXED
 #include "debug/check.h"
-#include "internal.h"
+#include "thread/thread.h"
 #endif
 
 enum {

@@ -10,8 +10,6 @@
 #include <stdint.h>
 #include <string.h>
 
-extern uint64_t uslub_trim_threshold;
-
 void *uslub_calloc(size_t nmemb, size_t size)
 {
 	size_t total;
@@ -102,8 +100,6 @@ void *uslub_reallocarray(void *p, size_t nmemb, size_t size)
 	return uslub_realloc(p, total);
 }
 
-/* Power-of-two classes hold objects aligned to their size within page-aligned slabs, so
- * small aligned requests take the first class that is a multiple of the alignment. */
 static void *aligned_alloc_any(size_t alignment, size_t size)
 {
 	if (size == 0)
@@ -115,9 +111,7 @@ static void *aligned_alloc_any(size_t alignment, size_t size)
 		return NULL;
 	}
 	if (alignment <= USLUB_PAGE_SIZE && size <= USLUB_MAX_SMALL) {
-		unsigned cls = uslub_size_to_class(size > alignment ? size : alignment);
-		while (uslub_class_size[cls] % alignment)
-			cls++;
+		unsigned cls = uslub_aligned_class(size, alignment);
 		void *p = uslub_malloc_inline(uslub_class_size[cls]);
 		/* A debug cache keeps the request, not the class taken for the alignment. */
 		struct uslub_cache *c = &uslub_caches[cls];
@@ -149,13 +143,7 @@ void *uslub_memalign(size_t alignment, size_t size)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (alignment & (alignment - 1)) {
-		size_t a = 1;
-		while (a < alignment)
-			a <<= 1;
-		alignment = a;
-	}
-	return aligned_alloc_any(alignment, size);
+	return aligned_alloc_any(uslub_align_up(alignment), size);
 }
 
 void *uslub_pvalloc(size_t size)

@@ -5,12 +5,23 @@
 #ifndef USLUB_API_IMPL_H
 #define USLUB_API_IMPL_H
 
-#include "slab/slab.h"
+#include "thread/thread.h"
 #include "uslub.h" /* the prefixed API: calloc, realloc, ... are implemented under it */
 
 #include <malloc.h>
 
 #pragma GCC visibility push(hidden)
+
+/* ---- start-up (startup.c) ---------------------------------------------------------- */
+
+extern _Atomic int uslub_ready;
+void uslub_init_slow(void);
+/* Every entry point that may come first sets the allocator up: one load when it is. */
+static inline void uslub_init(void)
+{
+	if (unlikely(!atomic_load_explicit(&uslub_ready, memory_order_acquire)))
+		uslub_init_slow();
+}
 
 /* ---- what a pointer is (lookup.c) -------------------------------------------------- */
 
@@ -39,10 +50,34 @@ void uslub_classify(const void *p, struct page_desc *d, const char *op, unsigned
 		    struct uslub_ptr *out);
 /* Frees p, classified for `op`; `caller` is the program's call site (USLUB_DEBUG=U). */
 void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, const char *op, void *caller);
+/* free of p, whose block_of() is d, when the fast path did not take it. */
+void uslub_free_slow(void *p, struct page_desc *d);
 /* A pointer with no live block behind it: a second free of a block whose memory went
  * back (its pages free, or its huge mapping gone) is reported as a double free, anything
  * else as an invalid pointer. Stops the program. */
 __attribute__((noreturn)) void uslub_report_no_block(const char *func, const void *p);
+
+/* ---- aligned requests (api.c, and sized.c's check of them) --------------------------- */
+
+/* glibc's memalign: an alignment that is not a power of two is rounded up to one. */
+static inline size_t uslub_align_up(size_t alignment)
+{
+	size_t a = 1;
+	while (a < alignment)
+		a <<= 1;
+	return a;
+}
+
+/* Power-of-two classes hold objects aligned to their size within page-aligned slabs, so
+ * a small request aligned to a power of two up to a page takes the first class that is
+ * a multiple of the alignment. */
+static inline unsigned uslub_aligned_class(size_t size, size_t alignment)
+{
+	unsigned cls = uslub_size_to_class(size > alignment ? size : alignment);
+	while (uslub_class_size[cls] % alignment)
+		cls++;
+	return cls;
+}
 
 /* ---- the fast paths -------------------------------------------------------------- */
 
@@ -76,15 +111,16 @@ static inline void *uslub_malloc_inline(size_t size)
 			return object;
 		}
 	}
+	uslub_init();
 	return uslub_slab_alloc_slow(size);
 }
 
 /* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
  * whichever thread holds that slab - no atomic, no slab touched. The pointer must be an
  * object's start inside a slab: the test of p's own page (every page of a slab carries
- * one, so `head` is not followed; internal.h) gives the slab's start and the class's
+ * one, so `head` is not followed; types.h) gives the slab's start and the class's
  * cache_cpu, and one 64x64-bit multiply by the class's magic there tells (Lemire's
- * test; internal.h). A page that is no slab's has objects 0, which no offset is below;
+ * test; types.h). A page that is no slab's has objects 0, which no offset is below;
  * a sheaf not open has magic 0, which no offset passes. Since p lies in the page, its
  * offset in the slab is below 2^32 and its quotient below 2^16. And p must not be free
  * already: every free object carries its mark, whichever list, sheaf or barn it is on

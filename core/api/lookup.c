@@ -43,16 +43,16 @@ void uslub_classify(const void *p, struct page_desc *d, const char *op, unsigned
 		uslub_report_no_block(op, p);
 	struct uslub_cache *c = &uslub_caches[d->cls];
 	if (unlikely(c->debug) ? uslub_slab_object_start(d, p) != p : !plain_object_at(d, p))
-		uslub_report_bad_free("invalid pointer", op, p, c);
+		uslub_report_bad_free("invalid pointer", op, p, c, d);
 	out->kind = PTR_SLAB;
 	out->c = c;
 	if (likely(!c->debug)) {
 		if (is_marked_free(p))
-			uslub_report_bad_free("double free", op, p, c);
+			uslub_report_bad_free("double free", op, p, c, d);
 		out->usable = c->size;
 	} else if (flags & CLASSIFY_USABLE) {
 		/* A debug cache tells a free object by its state, and says so itself. */
-		out->usable = uslub_debug_usable(c, (void *)p, op);
+		out->usable = uslub_debug_usable(c, d, (void *)p, op);
 	}
 }
 
@@ -75,7 +75,7 @@ void uslub_report_no_block(const char *func, const void *p)
 			      p);
 		abort();
 	}
-	uslub_report_bad_free("invalid pointer", func, p, NULL);
+	uslub_report_bad_free("invalid pointer", func, p, NULL, NULL);
 }
 
 /* The free of a classified pointer: each kind's own free, nothing looked up again (a

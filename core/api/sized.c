@@ -14,26 +14,18 @@ static const char *const op_name[] = {
     [SIZED_FREE_ALIGNED] = "free_aligned_sized",
 };
 
-/* The class an allocation of `size` bytes aligned to `align` takes, by the rule of api.c's
- * aligned_alloc_any (which this must follow); USLUB_NR_CLASSES for a large block. */
+/* The class an allocation of `size` bytes aligned to `align` takes, as api.c's
+ * aligned_alloc_any takes it; USLUB_NR_CLASSES for a large block. */
 static unsigned class_for(size_t size, size_t align)
 {
 	if (size == 0)
 		size = 1;
-	if (align & (align - 1)) { /* memalign rounds it up to a power of two */
-		size_t a = 1;
-		while (a < align)
-			a <<= 1;
-		align = a;
-	}
+	align = uslub_align_up(align); /* memalign's rounding */
 	if (size > USLUB_MAX_SMALL || align > USLUB_PAGE_SIZE)
 		return USLUB_NR_CLASSES;
 	if (align <= 16)
 		return uslub_size_to_class(size);
-	unsigned cls = uslub_size_to_class(size > align ? size : align);
-	while (uslub_class_size[cls] % align)
-		cls++;
-	return cls;
+	return uslub_aligned_class(size, align);
 }
 
 static bool fits_slab(const struct uslub_cache *c, size_t size, size_t align,
@@ -55,17 +47,16 @@ static size_t pages_of(size_t size)
 }
 
 /* Out of line: its buffer would keep the check from ending in a tail call. */
-static noinline __attribute__((noreturn)) void report_size(void *p, size_t size,
-							   enum uslub_sized_op op,
-							   const struct uslub_cache *c,
-							   const char *kind, size_t bytes)
+static noinline __attribute__((noreturn)) void
+report_size(void *p, size_t size, enum uslub_sized_op op, const struct uslub_cache *c,
+	    struct page_desc *s, const char *kind, size_t bytes)
 {
 	struct uslub_out what;
 	uslub_out_init(&what, -1);
 	uslub_printf(&what, "size %zu does not match the block", size);
 	what.buf[what.len] = '\0'; /* 50 bytes at most in a 2 KiB buffer */
 	if (c)
-		uslub_report_bad_free(what.buf, op_name[op], p, c);
+		uslub_report_bad_free(what.buf, op_name[op], p, c, s);
 	uslub_report_bad_block(what.buf, op_name[op], p, kind, bytes);
 }
 
@@ -83,10 +74,10 @@ void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized
 		struct uslub_cache *c = ptr.c;
 		if ((c->debug & DBG_LETTERS) && !uslub_debug_is_free(c, p) &&
 		    !fits_slab(c, size, align, op))
-			report_size(p, size, op, c, NULL, 0);
+			report_size(p, size, op, c, s, NULL, 0);
 	} else if (ptr.kind == PTR_LARGE) {
 		if (uslub_debug_every_cache && pages_of(size) != s->objects)
-			report_size(p, size, op, NULL, "large",
+			report_size(p, size, op, NULL, NULL, "large",
 				    (size_t)s->objects << USLUB_PAGE_SHIFT);
 	} else {
 		/* The request under a checker, else the whole mapping (uslub_huge_usable):
@@ -96,7 +87,7 @@ void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized
 		int freed = uslub_huge_free(p, uslub_debug_every_cache ? pages_of(size) : 0, &len);
 		errno = saved;
 		if (freed < 0)
-			report_size(p, size, op, NULL, "huge", len);
+			report_size(p, size, op, NULL, NULL, "huge", len);
 		if (!freed)
 			uslub_report_no_block("free", p);
 		return;

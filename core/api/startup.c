@@ -11,7 +11,7 @@
  *
  * fork takes every lock first (lock.c), so the child inherits none that a thread of the
  * parent held, then sets them up anew in the child. */
-#include "internal.h"
+#include "api/api.h"
 #include "debug/debug.h"
 #include "hooks.h"
 #include "page/node.h"
@@ -19,6 +19,7 @@
 #include "os/os.h"
 #include "replenish/replenish.h"
 #include "slab/slab.h"
+#include "stats/stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -141,4 +142,5 @@ __attribute__((constructor)) static void uslub_constructor(void)
 	uslub_init();
 	uslub_node_discover();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	uslub_stats_start();
 }

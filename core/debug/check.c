@@ -23,7 +23,7 @@
  * else allocates during a walk. */
 #include "debug/check.h"
 
-#include "internal.h"
+#include "thread/thread.h"
 #include "debug/debug.h"
 #include "os/print.h"
 #include "slab/slab.h"
@@ -248,7 +248,7 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 			check_free_test(w, d, len);
 			w->free_heads[nid][o]++;
 			w->free_pages[nid] += len;
-			if (d->flags & 0x4 /* PF_RELEASED, page_alloc.c */)
+			if (d->flags & PF_RELEASED)
 				out->released_pages += len;
 			else if (d->flags & PF_COLD)
 				out->free_cold_pages += len;
@@ -505,7 +505,6 @@ static void check_caches(struct walk *w, unsigned nr_nodes)
 uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 {
 	static struct walk w; /* large; a walk is rare, and serialised by the locks */
-	uslub_init();
 	uslub_lock_all();
 	unsigned nr_nodes = uslub_nr_nodes < MAX_NODES ? uslub_nr_nodes : MAX_NODES;
 

@@ -5,7 +5,7 @@
 #include "debug/debug.h"
 #include "debug/report.h"
 
-#include "internal.h"
+#include "thread/thread.h"
 #include "os/options.h"
 #include "os/os.h"
 #include "os/print.h"
@@ -61,9 +61,9 @@ static void debug_layout(struct uslub_cache *c)
 	uint32_t pad = (DBG_PAD_MIN + align - 1) & ~(align - 1);
 	c->offset = pad;
 	c->stride = pad + c->size;
+	c->tail = DBG_RZ;
 }
 
-int uslub_memcheck;
 bool uslub_debug_any;
 bool uslub_debug_every_cache;
 
@@ -512,11 +512,11 @@ void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object
 	asan_unpoison(object, size);
 }
 
-size_t uslub_debug_usable(struct uslub_cache *c, void *object, const char *op)
+size_t uslub_debug_usable(struct uslub_cache *c, struct page_desc *s, void *object, const char *op)
 {
 	if (uslub_debug_is_free(c, object))
 		uslub_report_bad_free(op[0] == 'r' ? "double free" : "pointer to a free object", op,
-				      object, c); /* realloc frees what it is given */
+				      object, c, s); /* realloc frees what it is given */
 	if (!(c->debug & DBG_SLACK))
 		return c->size;
 	/* Bounded: realloc copies this many bytes. */

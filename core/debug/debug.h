@@ -31,7 +31,7 @@
 #define USLUB_DEBUG_H
 
 #include "hooks.h"
-#include "internal.h"
+#include "thread/thread.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -120,8 +120,11 @@ void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object
 /* What malloc_usable_size reports for an object of a debug cache: the request when a
  * checker watches the bytes after it (DBG_SLACK), else the class size. A pointer to a free
  * object is reported (`op` names the call) and the program stops. */
-size_t uslub_debug_usable(struct uslub_cache *c, void *object, const char *op);
+size_t uslub_debug_usable(struct uslub_cache *c, struct page_desc *s, void *object, const char *op);
 
+/* The slab_is_valid() walker of USLUB_DEBUG=F and the tests: descriptor, counts and, for
+ * the slab's owner, every free list; false with the reason in *why. */
+bool uslub_slab_is_valid(struct page_desc *s, const char **why);
 /* Is this debug object's state "free"? For the consistency walker. */
 bool uslub_debug_is_free(const struct uslub_cache *c, void *object);
 

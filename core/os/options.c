@@ -2,6 +2,7 @@
 
 #include "os/print.h"
 #include "size_classes.h"
+#include "types.h"
 
 #include <stddef.h>
 #include <string.h>

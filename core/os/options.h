@@ -16,9 +16,6 @@ enum uslub_harden_mode { USLUB_HARDEN_OFF, USLUB_HARDEN_RANDOM, USLUB_HARDEN_FUL
  * the decay thread, started once there is free memory to hand back (the default). */
 enum uslub_background_mode { USLUB_BG_OFF, USLUB_BG_ON, USLUB_BG_AUTO };
 
-/* The most objects a thread's sheaf of one cache holds (USLUB_SHEAVES). */
-#define SHEAF_MAX 28
-
 /* USLUB_NUMA: the topology to use. */
 enum uslub_numa_mode { USLUB_NUMA_AUTO, USLUB_NUMA_OFF, USLUB_NUMA_FAKE };
 

@@ -1,14 +1,15 @@
 /* The reports of a bad pointer or a corrupted free list: one line naming the pointer and
  * its cache (a debug cache adds the object's bytes and sites through its hook), then the
  * program stops. Every layer reports through here. */
-#include "internal.h"
+#include "types.h"
 #include "hooks.h"
 #include "os/print.h"
 
 #include <stdlib.h>
 
 __attribute__((noreturn)) void uslub_report_bad_free(const char *what, const char *func,
-						     const void *p, const struct uslub_cache *c)
+						     const void *p, const struct uslub_cache *c,
+						     struct page_desc *s)
 {
 	if (c)
 		uslub_message("uslub: %s(): %s %p (cache %s, object size %u)\n", func, what, p,
@@ -18,7 +19,6 @@ __attribute__((noreturn)) void uslub_report_bad_free(const char *what, const cha
 			      p);
 	if (c && c->debug) {
 		/* A debug cache can say more: the object p points into, with its sites. */
-		struct page_desc *s = block_of(p);
 		uintptr_t off = (uintptr_t)p - (uintptr_t)page_address(s);
 		if (off < (uintptr_t)s->objects * c->stride) {
 			char *object = (char *)page_address(s) + off - off % c->stride + c->offset;

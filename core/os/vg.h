@@ -23,9 +23,9 @@
 #define USLUB_ASAN 0
 #endif
 
-/* Set once at start-up (debug.c) when memcheck runs: then pages taken from the page
- * allocator are made accessible again (freed large blocks are left inaccessible to catch
- * uses after free). Large and huge blocks, which no cache's slow path sees, reach memcheck
+/* Set once at start-up (debug.c; defined beside the hooks, hooks.c) when memcheck runs: then pages
+ * taken from the page allocator are made accessible again (freed large blocks are left inaccessible
+ * to catch uses after free). Large and huge blocks, which no cache's slow path sees, reach memcheck
  * through debug.c's block hooks (uslub_block_debug). */
 extern int uslub_memcheck;
 

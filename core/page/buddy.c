@@ -2,7 +2,7 @@
  * blocks. The page layer's essay is spread over its files, each section beside its code:
  * 1-2 and 5 in region.c, 3-4 here, 6-7 in decay.c.
  *
- * 3. Zones. Each node has two page allocators (internal.h): slabs, and large blocks, with
+ * 3. Zones. Each node has two page allocators (page.h): slabs, and large blocks, with
  *    regions of their own. The large zone makes its first region only when it first
  *    grows, and borrows from the slab zone before that, so a program without large blocks
  *    never maps one.
@@ -19,7 +19,6 @@
 #include "page/page.h"
 
 #include "hooks.h"
-#include "internal.h"
 #include "os/options.h"
 #include "os/os.h"
 #include "os/vg.h"

@@ -45,7 +45,6 @@
  *      each time (glibc keeps it, having raised its mmap threshold). */
 #include "page/page.h"
 
-#include "internal.h"
 #include "os/options.h"
 #include "os/os.h"
 

@@ -23,7 +23,6 @@
 #include "page/page.h"
 
 #include "hooks.h"
-#include "internal.h"
 #include "os/os.h"
 
 #include <errno.h>

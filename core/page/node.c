@@ -23,7 +23,7 @@
 #include "page/node.h"
 
 #include "hooks.h"
-#include "internal.h"
+#include "page/page.h"
 #include "os/options.h"
 #include "os/os.h"
 #include "os/print.h"

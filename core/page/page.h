@@ -1,5 +1,5 @@
 /* The page layer's own declarations: what its files share with one another (the calls
- * the layers above make are in internal.h). The buddy (buddy.c) keeps the free lists;
+ * the layers above make are in the first part of this header). The buddy (buddy.c) keeps the free lists;
  * regions (region.c) give it address space; runs (run.c) cut large blocks from
  * neighbouring free blocks; decay (decay.c) hands free memory back to the OS; the page
  * cache (pcp.c) stands in front of the buddy for each thread; huge blocks (huge.c) are
@@ -7,8 +7,203 @@
 #ifndef USLUB_PAGE_H
 #define USLUB_PAGE_H
 
-#include "internal.h"
 #include "os/os.h"
+#include "types.h"
+
+#pragma GCC visibility push(hidden)
+
+/* ---- zones and the buddy allocator ----------------------------------------------- */
+
+/* A decay period (USLUB_DECAY_MS) is cut into this many steps: free memory is stamped
+ * with its step, and the decay looks at it once a step. */
+#define DECAY_STEPS 8
+
+struct uslub_node {
+	pthread_mutex_t lock;
+	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
+	uint64_t nr_free[USLUB_MAX_ORDER + 1];
+	uint64_t nr_warm[USLUB_MAX_ORDER + 1];
+	struct region *regions; /* newest first; growth takes from the newest */
+	/* Large zone: the page after the last large block cut from cold memory, where the
+	 * next one goes when its pages are free and cold (alloc_run). */
+	struct page_desc *large_next;
+	uint64_t free_pages;
+	uint64_t warm_free_pages; /* free and probably resident */
+	/* Decay (decay.c, section 6), under the lock but for decay_last. */
+	uint64_t released_free_pages;	  /* free, and handed back to the OS after use */
+	uint64_t reuse_high[DECAY_STEPS]; /* per step: highest level of used free memory */
+	uint64_t reuse[DECAY_STEPS];	  /* per step: most of it taken again since a high */
+	uint64_t reuse_window_high;	  /* the highest of reuse_high */
+	uint32_t reuse_step;		  /* the step whose slots were filled last */
+	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
+	uint64_t decay_passes;		  /* passes that handed memory back */
+	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (section 7) */
+	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
+	/* counters, under lock */
+	uint64_t grows;
+	uint64_t nowait_misses; /* high-order tries that found nothing at hand */
+	uint64_t reclaims;	/* GFP_RECLAIM hand-backs at the cap */
+	uint64_t runs;		/* large blocks made of neighbouring smaller free blocks */
+	uint64_t released_bytes;
+	uint64_t release_calls;
+	uint64_t region_count;
+	/* get_any_partial on behalf of threads of this node (atomic adds, slow path) */
+	uint64_t any_partial_calls;
+	uint64_t any_partial_tried;  /* nodes whose list was looked at */
+	uint64_t any_partial_again;  /* ... that this search had looked at already (the local
+				      * node included, get_partial's): 0 with the fix */
+	uint64_t remote_slabs;	     /* slabs taken from another node's list */
+	uint64_t remote_objects;     /* ... and the free objects they brought */
+	uint64_t local_partial_hits; /* get_partial served by the local list */
+};
+
+/* Each node has two page allocators ("zones"): slots [0, MAX_NODES) serve slabs, thread
+ * state, the page caches and large blocks of up to SMALL_LARGE_PAGES pages, slots
+ * [MAX_NODES, 2 * MAX_NODES) the larger blocks. Kept apart, a freed large block is not
+ * split up by slab pages before it can be reused or merged - measured on the stress
+ * workload, sharing one allocator grew the heap to 7x its live size and sent gigabytes
+ * back to the OS and in again. The same holds for small blocks among big ones: with every
+ * large block in the large zone, 8-64 KiB blocks cut the free memory between big ones
+ * into pieces no 1 MiB block fits, and realloc_mix grew its heap while 124 MiB of it was
+ * free. Blocks of up to 64 KiB are the size of slabs (4-32 KiB), so they share the slab
+ * zone: peak RSS realloc_mix 344 -> 313 MiB, stress 101 -> 67 MiB (and 1.22 -> 0.92 s),
+ * lua5.4 245 -> 252 MiB, the rest level (bench.py, 2 rounds). A region belongs to one
+ * zone. */
+#define LARGE_ZONE(node)  ((node) + MAX_NODES)
+#define NR_ZONES	  (2 * MAX_NODES)
+#define SMALL_LARGE_PAGES 16
+/* The zone of a large block of npages pages for a thread on node `node`. */
+static inline unsigned large_zone_of(unsigned node, size_t npages)
+{
+	return npages <= SMALL_LARGE_PAGES ? node : LARGE_ZONE(node);
+}
+extern struct uslub_node uslub_nodes[NR_ZONES];
+extern unsigned uslub_nr_nodes;		    /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
+extern _Atomic uint64_t uslub_mapped_bytes; /* from the OS, resident or not */
+extern _Atomic uint64_t uslub_peak_mapped;
+
+enum {
+	GFP_TRYLOCK = 0x1,  /* give up rather than wait for a contended node lock */
+	GFP_NOGROW = 0x2,   /* only blocks already free: take nothing more from the OS */
+	GFP_WARM = 0x4,	    /* only warm blocks: fault in no fresh page on the caller's time */
+	GFP_COLD = 0x8,	    /* prefer a cold block (the replenisher, which warms it) */
+	GFP_RECLAIM = 0x10, /* wait mode's high-order request (reclaims at the cap, as all
+			     * blocking requests do) */
+	/* The high-order try: a block already free and at hand (a warm one first), or
+	 * nothing - no lock wait, no growing, no reclaim. A cold block costs a page fault
+	 * per page when first touched, as the minimum-order slab taken instead would: that
+	 * is not the cost the kernel's lesson is about. GFP_WARM is kept for callers that
+	 * want to avoid even that. */
+	GFP_NOWAIT = GFP_TRYLOCK | GFP_NOGROW,
+};
+
+/* 2^order pages from node's buddy; NULL with errno ENOMEM when there is none. */
+struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp);
+void uslub_pages_free(struct page_desc *d, unsigned order);
+/* Pages [d, d + npages) back to the buddy as naturally aligned blocks. */
+void uslub_pages_free_range(struct page_desc *d, size_t npages);
+/* Take pages [d, d + npages) out of the free lists if all are free; 0 on success. */
+int uslub_pages_claim(struct page_desc *d, size_t npages);
+/* npages for a large block from the zone's free blocks only: out of one block of the
+ * order that holds them (its tail given back; its flags kept), else a run of neighbouring
+ * smaller ones (flags 0); NULL if neither is free. */
+struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages);
+/* npages out of a block of 2^order taken as uslub_pages_alloc does (growing the heap if
+ * need be), the rest given back; unless `aligned`, moved back over free pages right
+ * before the block, so blocks carved one after another lie end to end. NULL, ENOMEM. */
+struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t npages,
+					  bool aligned);
+/* Unmap the free blocks at the top of every region, so the address space they hold is
+ * there for a huge block under RLIMIT_AS; the regions grow there again later. Bytes
+ * unmapped. */
+size_t uslub_pages_unmap_free(void);
+/* Release warm free pages to the OS until at most `keep` warm pages stay free. */
+size_t uslub_pages_release(unsigned node, uint64_t keep);
+/* Would taking `bytes` more from the OS pass USLUB_MEM_LIMIT? */
+bool uslub_over_limit(uint64_t bytes);
+/* Warm free memory a zone keeps however little of it is reused (M_TRIM_THRESHOLD). */
+uint64_t uslub_release_threshold(void);
+/* Free memory kept for reuse (warm free pages and cached huge mappings) may reach this
+ * many bytes: a share of what is in use, at least a floor (decay.c, section 7). */
+uint64_t uslub_keep_bound(void);
+/* Called where free memory grew or memory in use fell (page and huge frees): hands the
+ * excess over uslub_keep_bound back to the OS at once, oldest first. Takes zone locks
+ * and huge_lock, one at a time: with none held. */
+void uslub_pages_bound(void);
+/* One decay pass over every zone whose pass for the current step is due; the background
+ * thread's work. Bytes handed back. */
+size_t uslub_pages_decay_all(void);
+/* Milliseconds until the next decay step; -1 when no zone holds warm free memory. */
+long uslub_pages_decay_wait_ms(void);
+/* Bind every zone's regions to their node (uslub_topo.real_multi): for the regions made
+ * before the topology was known; region_new binds the later ones. */
+void uslub_pages_bind_regions(void);
+void uslub_pages_lock_all(void);
+void uslub_pages_unlock_all(void);
+/* Walk the buddy lists and check every invariant; 0 when consistent. For tests. */
+int uslub_pages_check(unsigned node);
+
+/* Warm free memory a zone keeps however little of it is reused: M_TRIM_THRESHOLD, which
+ * mallopt sets (decay.c). */
+extern uint64_t uslub_trim_threshold;
+
+/* ---- memory in use (usage.c) ---------------------------------------------------------- */
+
+extern _Atomic uint64_t uslub_slab_bytes;  /* pages in slabs */
+extern _Atomic uint64_t uslub_large_bytes; /* pages in large blocks */
+extern _Atomic uint64_t uslub_peak_in_use;
+/* Raise uslub_peak_in_use to what slabs, large and huge blocks hold now. */
+void uslub_note_in_use(void);
+
+/* ---- the thread's page cache (pcp.c) -------------------------------------------------- */
+
+/* Blocks of 2^order pages through the thread's page cache (orders above PCP_MAX_ORDER go
+ * straight to the buddy). gfp as for uslub_pages_alloc: a block on the thread's list is at
+ * hand under any flags, GFP_NOWAIT included. */
+struct page_desc *uslub_pcp_alloc(struct uslub_thread *t, unsigned node, unsigned order,
+				  unsigned gfp);
+void uslub_pcp_free(struct uslub_thread *t, struct page_desc *d, unsigned order);
+/* Send the oldest blocks back until at most `keep` pages stay; with 0, the demand the
+ * cache has learnt is forgotten too (exit, malloc_trim). */
+void uslub_pcp_drain(struct uslub_thread *t, unsigned keep);
+extern const char *const uslub_pcp_stat_names[USLUB_NR_PCP_STATS];
+/* Folded from exited threads, under uslub_stat_lock and uslub_fold_seq. */
+extern uint64_t uslub_pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
+
+/* ---- huge blocks (huge.c) ------------------------------------------------------------- */
+
+void *uslub_huge_alloc(size_t size, size_t align, bool zero);
+/* Nonzero if p is a huge block: the bytes the program may use, the mapping's or, when a
+ * checker watches (debug.h, uslub_block_debug), the request. Likewise for a large one. */
+size_t uslub_huge_usable(const void *p);
+/* A huge block is freed into the huge cache or unmapped: 1. 0 when p is no huge block.
+ * With expect_pages, the sized frees' check: when the block's usable bytes (as
+ * uslub_huge_usable counts them) are not that many pages, -1 and nothing is freed, the
+ * bytes in *usable. One look-up of the table. */
+int uslub_huge_free(void *p, size_t expect_pages, size_t *usable);
+/* realloc of huge block p to a smaller block `to`: its first bytes, at most max, copied,
+ * then p freed; 0 when p is no huge block (to untouched). One look-up of the table. */
+int uslub_huge_move_out(void *p, void *to, size_t max);
+/* Unmap cached huge mappings unused for the decay period, or all of them (malloc_trim,
+ * and before a mapping refused at a limit is tried again); bytes unmapped. Takes
+ * huge_lock: not with it held. */
+size_t uslub_huge_cache_release(bool all);
+/* Unmap cached huge mappings, oldest first, until at most `keep` bytes stay cached; bytes
+ * unmapped. Takes huge_lock. */
+size_t uslub_huge_cache_trim(uint64_t keep);
+/* p was a huge block among the last ones freed. */
+bool uslub_huge_was_freed(const void *p);
+/* Resize huge block p in place or by mremap (NULL, errno ENOMEM: p is left as it was);
+ * *found false when p is no huge block. One look-up of the table. */
+void *uslub_huge_realloc(void *p, size_t size, bool *found);
+void uslub_huge_lock(void);
+void uslub_huge_unlock(void);
+extern _Atomic uint64_t uslub_huge_bytes;
+extern _Atomic uint64_t uslub_huge_cached_bytes; /* freed, kept mapped for reuse */
+
+#pragma GCC visibility pop
+
+/* ---- what the page layer's files share ----------------------------------------------- */
 
 #pragma GCC visibility push(hidden)
 

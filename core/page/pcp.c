@@ -30,8 +30,6 @@
  * PAGE_UNUSED, like a page in no block (check.c finds them "loose"). */
 #include "page/page.h"
 
-#include "internal.h"
-
 #include <string.h>
 
 const char *const uslub_pcp_stat_names[USLUB_NR_PCP_STATS] = {

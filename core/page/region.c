@@ -3,7 +3,7 @@
  * 1. Regions. A region is a 256 MiB slot of the address space, aligned to its size, so the
  *    region table and page_desc_of find a pointer's region and descriptor at once. Its
  *    first 4 MiB hold one descriptor per page, the next 512 KiB free's 8-byte test of
- *    each page (internal.h); its pages follow, from FIRST_PAGE (1152, so a new region's
+ *    each page (types.h); its pages follow, from FIRST_PAGE (1152, so a new region's
  *    first steps are at most 128 pages, until the next is aligned to 1024). A region
  *    hands its pages to the buddy in steps as its node grows ("grown" is the high-water
  *    mark); nothing is resident until a page is touched.
@@ -40,7 +40,6 @@
  *    holds it is used. USLUB_MEM_LIMIT bounds that figure. */
 #include "page/page.h"
 
-#include "internal.h"
 #include "os/options.h"
 #include "os/os.h"
 #include "page/node.h"
@@ -48,7 +47,6 @@
 #include <errno.h>
 #include <string.h>
 
-struct uslub_lookup uslub_lookup;
 _Atomic uint64_t uslub_mapped_bytes;
 _Atomic uint64_t uslub_peak_mapped;
 

@@ -3,7 +3,6 @@
  * free pages in place (a large block grown by realloc). */
 #include "page/page.h"
 
-#include "internal.h"
 #include "os/vg.h"
 
 /* Takes pages [d, d + npages), all free, out of zone n's lists, giving back what the

@@ -1,6 +1,6 @@
 /* The background thread: decay when the program is quiet, and the replenisher.
  *
- * 1. Decay. Free memory goes back to the OS by age and recent reuse (page_alloc.c,
+ * 1. Decay. Free memory goes back to the OS by age and recent reuse (page/decay.c,
  *    section 6), checked on the allocator's slow paths. A program whose traffic is all
  *    fast paths (a malloc/free pair a millisecond after a spike) never reaches one, so
  *    this thread makes the pass each decay step while any zone holds warm free memory,
@@ -35,7 +35,7 @@
  * and again in a forked child, where the parent's thread does not exist. */
 #include "replenish/replenish.h"
 
-#include "internal.h"
+#include "thread/thread.h"
 #include "hooks.h"
 #include "os/options.h"
 #include "os/os.h"

@@ -2,8 +2,6 @@
  * partial lists, and the keys every free pointer and free mark depends on. Set up in two
  * steps at start-up (api/startup.c): the plain layout, then - once debug/ has given the
  * debug caches their slot layout - what follows from the layout. */
-#include "internal.h"
-#include "debug/debug.h"
 #include "os/os.h"
 #include "slab/slab.h"
 
@@ -51,7 +49,7 @@ void uslub_caches_open(void)
 		/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
 		 * so the free fast path's test fails for every one of them. */
 		uslub_lookup.magic[i] = c->debug ? 0 : UINT64_MAX / c->size + 1;
-		unsigned bytes = c->debug ? c->stride + DBG_RZ : c->size;
+		unsigned bytes = c->debug ? c->stride + c->tail : c->size;
 		c->order = uslub_calculate_order(bytes, &p);
 		c->min_order = uslub_get_order(bytes);
 		if (c->min_order > c->order)

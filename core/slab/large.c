@@ -8,7 +8,7 @@
  * Each block keeps the size the program asked for, so that memcheck, ASan and
  * USLUB_DEBUG=Z see the block end there rather than at the page (debug.h, "large and
  * huge blocks"); outside those runs no hook is called. */
-#include "internal.h"
+#include "slab/slab.h"
 #include "hooks.h"
 #include "os/options.h"
 #include "os/os.h"
@@ -17,9 +17,6 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
-
-_Atomic uint64_t uslub_large_bytes;
-_Atomic uint64_t uslub_peak_in_use;
 
 static size_t pages_for(size_t size)
 {

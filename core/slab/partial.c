@@ -2,7 +2,6 @@
  * the thread's own short list of frozen slabs (put_cpu_partial, unfreeze_partials), and
  * the search of the node lists, nearest node first (get_partial). Slab states and the
  * locks they move under: slab.c, sections 4 and 5. */
-#include "internal.h"
 #include "page/node.h"
 #include "slab/slab.h"
 

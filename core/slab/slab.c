@@ -138,7 +138,7 @@
  *    of following `head`; by keeping the class's magic in the thread's cache_cpu, in the
  *    line the push reads anyway; by a region table whose empty slots read as an all-zero
  *    region instead of NULL; and by deriving free_fastpath from the sheaf's count instead
- *    of counting it (internal.h, uslub_cc_stat). The tests are 8 bytes a page, apart from
+ *    of counting it (types.h, uslub_cc_stat). The tests are 8 bytes a page, apart from
  *    the 64-byte descriptors: a free into a random page of a large heap misses the cache
  *    on its page's metadata, and with eight pages to a line it misses less
  *    (tools/bench/results/). The magic is written when the sheaf opens, so a thread's
@@ -183,29 +183,29 @@
  *    the mark check, as with glibc: the remote list's CAS then catches the case where
  *    it is still the list's head, and a slab's inuse never goes below zero.
  *
- * 8. One request through the files (see also DESIGN.md, section 2):
+ * 8. One request through the files, each layer calling only down (core/meson.build
+ *    lists the order; docs/design.md has the file map):
  *
- *      preload/malloc.c   malloc(n) -> slab.h uslub_malloc_inline: pop the thread's sheaf
- *      sheaf.c            ... else refill it: the node's barn (barn.c), shared slabs for a
- *                             new thread, the thread's freelist
- *      alloc.c            ... else the slab layer: the slab's own lists, thread partial slabs,
- *      partial.c              get_partial (node lists, other nodes by distance),
- *      slab.c                 new_slab
- *      page_alloc.c           -> pages: the preferred order without waiting, the minimum
- *      thread.c               order from the thread's page cache, growing a region (os.c)
- *      large.c            n > 8 KiB: a large block of pages, or a huge mapping
- *      preload/malloc.c   free(p) -> slab.h uslub_free_inline: block_of(p), one lookup, then
- *                         push onto the thread's sheaf; a full one goes to the barn or back
- *                         to its slabs (sheaf.c, barn.c, free.c's remote list); free.c also
- *                         takes large and huge blocks and reports bad pointers
- *      api.c              realloc, the aligned family, usable size: the same lookup
- *
- *    Files by layer, each including only the ones below it: os.c, print.c, options.c,
- *    node.c (the OS and settings); page_alloc.c (pages); slab.c, cache.c, partial.c,
- *    large.c (slabs and blocks); alloc.c, free.c, sheaf.c, barn.c, flush.c, thread.c (the
- *    threads' caches of them); api.c, sized.c (the malloc family's semantics); preload/
- *    (exported names). Beside them: startup.c and lock.c (the whole process), stats.c,
- *    live.c, check.c, debug.c, replenish.c.
+ *      malloc(n)   preload/malloc.c -> api/api.h uslub_malloc_inline: pop the thread's
+ *                  sheaf of n's class. Empty: thread/alloc.c uslub_slab_alloc_slow ->
+ *                  the node's barn (thread/barn.c) -> the sheaf's refill (thread/sheaf.c:
+ *                  shared slabs for a new thread, else the thread's slab) -> the slab
+ *                  layer (slab/partial.c get_partial: thread partial slabs, the node's
+ *                  list, other nodes by distance; slab/slab.c new_slab) -> pages
+ *                  (page/pcp.c, the thread's page cache; page/buddy.c at the preferred
+ *                  order without waiting, else the minimum; page/region.c grows a region
+ *                  through os/os.c). n > 8 KiB: slab/large.c (a run of pages), n > 4 MiB:
+ *                  page/huge.c (a mapping of its own).
+ *      free(p)     preload/malloc.c -> api/api.h uslub_free_inline: the test of p's own
+ *                  page says it is an object of an open sheaf's class, not free: push it.
+ *                  A full sheaf: thread/sheaf.c uslub_sheaf_overflow -> the barn, or the
+ *                  objects back to their slabs (thread/barn.c, thread/free.c's remote
+ *                  list; slab/partial.c when a slab changes lists). Anything else:
+ *                  api/lookup.c uslub_free_slow -> uslub_classify, the one answer to "what
+ *                  is p" (a slab object, a large block, a huge block, or a report that
+ *                  stops the program) -> that kind's free: thread/free.c
+ *                  uslub_object_free, slab/large.c, page/huge.c. realloc, the sized frees
+ *                  and malloc_usable_size (api/api.c, api/sized.c) take the same answer.
  *
  * 9. Carving: a new slab's free list is threaded a step at a time (issue 13, memory
  *    follows the live set). Threading a whole order-3 slab writes a link and a mark into
@@ -276,7 +276,6 @@
  *    (tests/test_lazy.c checks it); only batches that make and discard a slab each round
  *    pay for the second step (tools/bench/results/).
  */
-#include "internal.h"
 #include "hooks.h"
 #include "os/os.h"
 #include "slab/slab.h"

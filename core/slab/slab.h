@@ -1,10 +1,49 @@
-/* What the slab and thread layers' slow-path files share (slab.c, alloc.c, free.c,
- * sheaf.c). The fast paths that sit on them are api/api.h's. */
+/* The slab layer: the kmalloc caches and their slabs (cache.c, slab.c), the partial
+ * lists (partial.c) and large blocks (large.c); and the inline helpers on a slab's free
+ * lists that the thread layer's slow paths share with it. */
 #ifndef USLUB_SLAB_H
 #define USLUB_SLAB_H
 
-#include "internal.h"
 #include "hooks.h"
+#include "os/report.h"
+#include "page/page.h"
+#include "types.h"
+
+#pragma GCC visibility push(hidden)
+
+/* ---- the caches (cache.c) -------------------------------------------------------- */
+
+extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
+
+/* The caches' per-node parts, a row per node, set up for the nodes in use only: a
+ * process on one node touches one row (3 KiB), not a row's worth in every cache
+ * (MAX_NODES rows of 64-byte entries spread over 54 KiB, all written at start-up when
+ * they sat inside struct uslub_cache). */
+extern struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CLASSES];
+static inline struct cache_node *cache_node_of(const struct uslub_cache *c, unsigned nid)
+{
+	return &uslub_cache_nodes[nid][c->cls];
+}
+/* Rows [from, to): at start-up for the nodes known then, and by NUMA discovery for the
+ * rest before it publishes their count. */
+void uslub_cache_nodes_init(unsigned from, unsigned to);
+
+void uslub_caches_init(void);
+/* Where an object of `c` begins if `p` is one, else NULL. */
+void *uslub_slab_object_start(struct page_desc *s, const void *p);
+
+/* ---- large blocks (large.c) -------------------------------------------------------- */
+
+void *uslub_large_alloc(size_t size, size_t align, bool zero);
+/* Free large block p, whose head descriptor is d: classified (api/lookup.c), its start
+ * and not freed already. */
+void uslub_large_free(struct page_desc *d, void *p);
+/* Give a thread's cached large blocks back to the page allocator (exit, malloc_trim). */
+void uslub_large_cache_drain(struct uslub_thread *t);
+size_t uslub_large_usable(struct page_desc *d);
+void *uslub_large_realloc(struct page_desc *d, void *p, size_t size);
+
+/* ---- slabs ------------------------------------------------------------------------- */
 
 /* Objects in a slab of `order` pages: plain caches fill it; a debug cache's slots are
  * `stride` apart and the last object's right red zone follows them (debug.h). */
@@ -12,7 +51,7 @@ static inline unsigned uslub_cache_objects(const struct uslub_cache *c, unsigned
 {
 	size_t bytes = USLUB_PAGE_SIZE << order;
 	if (c->debug)
-		return (unsigned)((bytes - 16) / c->stride);
+		return (unsigned)((bytes - c->tail) / c->stride);
 	return (unsigned)(bytes / c->size);
 }
 /* Objects in slab s once all are carved. `s->objects` counts those carved so far: the
@@ -30,24 +69,6 @@ void *uslub_slab_carve(struct uslub_cache *c, struct page_desc *s, void **tail, 
 void *uslub_slab_extend(struct uslub_cache *c, struct page_desc *s, unsigned *count);
 /* The free pointer stored in a free object (decoded, for walkers such as check.c). */
 void *uslub_slab_next_free(const struct uslub_cache *c, void *object);
-/* The slab_is_valid() walker of USLUB_DEBUG=F and the tests: descriptor, counts and, for
- * the slab's owner, every free list; false with the reason in *why. */
-bool uslub_slab_is_valid(struct page_desc *s, const char **why);
-
-/* The sheaf's slow paths (sheaf.c): a free of p into a full sheaf (or a closed one),
- * cc being the calling thread's cache_cpu of p's class; malloc's refill is
- * uslub_slab_alloc_slow. */
-void uslub_sheaf_overflow(void *p, struct cache_cpu *cc);
-
-/* An object popped from a thread freelist lies outside the slab: its free pointer was
- * overwritten (slab.c, section 7). */
-__attribute__((noreturn)) void uslub_freelist_corrupt(struct cache_cpu *cc, void *object);
-/* free of an object already free (its mark says so): reported, the program stops. */
-__attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
-
-/* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves
- * (thread exit). */
-void uslub_sheaves_flush(struct uslub_thread *t, bool final);
 
 /* ---- what the slow-path files share (slab.c, alloc.c, free.c, sheaf.c) ---------- */
 
@@ -150,7 +171,7 @@ static inline void push_local(const struct uslub_cache *c, struct page_desc *s, 
 }
 
 /* The caches at start-up, in two steps around debug/'s (uslub_debug_init, which gives
- * the debug caches their slot layout and seeds uslub_random): uslub_caches_init (internal.h)
+ * the debug caches their slot layout and seeds uslub_random): uslub_caches_init
  * sets every cache's plain layout; uslub_caches_open then draws the keys and sets what
  * follows from the layout - orders, counts, sheaf capacities - and the cache-node rows. */
 void uslub_caches_open(void);
@@ -166,41 +187,6 @@ void uslub_unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct
 void uslub_put_cpu_partial(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
 struct page_desc *uslub_get_partial(struct uslub_cache *c, struct uslub_thread *t,
 				    struct cache_cpu *cc, void **fl);
-void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
-			    struct uslub_thread *t);
-/* The same for `count` free objects of s linked from head to tail (their links set, their
- * marks on): one compare-and-swap for all of them (kmem_cache_free_bulk's detached
- * freelist). */
-void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *head, void *tail,
-			   unsigned count, struct uslub_thread *t);
-/* An object for a thread whose sheaf of cls is empty: the barn's (NULL when it has
- * none, with the share of the sheaf to refill in *half), else the slab layer's (alloc.c,
- * under the slow-path lock), with the sheaf refilled on the way. */
-void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *half);
-/* A live thread's sheaf of a class opens at the class's first slow path: its capacity
- * is 0 until then, which sends the fast paths here. Closed ones (thread exit) stay so:
- * the exiting thread's state is no longer live. */
-static inline void uslub_sheaf_open(struct uslub_thread *t, struct cache_cpu *cc, unsigned cls)
-{
-	if (unlikely(!cc->sheaf_cap) && t->state == THREAD_LIVE) {
-		cc->sheaf_cap = (uint16_t)uslub_caches[cls].sheaf_capacity;
-		/* free's fast path opens with the sheaf (debug caches have none). */
-		if (cc->sheaf_cap)
-			cc->magic = uslub_lookup.magic[cls];
-	}
-}
-void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half);
-/* The thread's slab layer (alloc.c's ___slab_alloc): one object, the rest of a freelist
- * left in cc->freelist. */
-void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls);
-/* Every barn's objects back to their slabs (malloc_trim, thread exit of the last user). */
-void uslub_barns_flush(void);
-/* Barn decay: objects a barn held for a whole period (BARN_DECAY_MS) without a thread
- * taking them go back to their slabs, so their slabs can empty. At most once a period;
- * called from the sheaves' slow paths and the background thread. */
-#define BARN_DECAY_MS 1000
-void uslub_barns_decay(void);
-void uslub_barns_lock_all(void);
-void uslub_barns_unlock_all(void);
+#pragma GCC visibility pop
 
 #endif

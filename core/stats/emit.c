@@ -550,9 +550,8 @@ static void emit_stats(struct emitter *e, const struct snap *s)
 		emit(e, "\n}\n");
 }
 
-void uslub_stats_print(int fd, int json)
+void uslub_stats_emit(int fd, int json)
 {
-	uslub_init();
 	struct snap s;
 	uslub_stats_snap(&s, true);
 	struct emitter e = {0};

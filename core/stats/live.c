@@ -4,7 +4,7 @@
  * nothing that allocates may start inside malloc - and stopped by the exit dump. */
 #include "stats/live.h"
 
-#include "internal.h"
+#include "thread/thread.h"
 #include "os/options.h"
 #include "os/os.h"
 #include "os/print.h"

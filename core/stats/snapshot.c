@@ -174,18 +174,16 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 		s->have_smaps = uslub_os_smaps(our_mapping, &s->smaps) == 0;
 }
 
-void uslub_get_totals(struct uslub_totals *out)
+void uslub_stats_totals(struct uslub_totals *out)
 {
-	uslub_init();
 	struct snap s;
 	uslub_stats_snap(&s, false);
 	*out = s.tot;
 }
 
-int uslub_cache_info(const char *name, struct uslub_cache_info *out)
+int uslub_stats_cache_info(const char *name, struct uslub_cache_info *out)
 {
 	unsigned nn = uslub_stats_nr_nodes();
-	uslub_init();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		if (strcmp(c->name, name) != 0)

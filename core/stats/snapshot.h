@@ -3,7 +3,7 @@
 #ifndef USLUB_STATS_SNAPSHOT_H
 #define USLUB_STATS_SNAPSHOT_H
 
-#include "internal.h"
+#include "thread/thread.h"
 #include "os/os.h"
 #include "uslub.h"
 

@@ -1,13 +1,13 @@
-/* Statistics: the stat items' names, the peak in use, the request samples, and the dump
- * at exit (a /proc/slabinfo-style table sorted by memory, or versioned JSON). The
- * snapshot is taken in snapshot.c and written out in emit.c.
+/* Statistics: the stat items' names and the dump at exit (a /proc/slabinfo-style table sorted by
+ * memory, or versioned JSON). The snapshot is taken in snapshot.c and written out in emit.c.
  *
  * The dump at exit runs once, from whichever thread runs the destructors, in a forked
  * child too. Some programs close stderr in an atexit handler (coreutils' close_stdout),
  * which runs before our destructor, so stderr is duplicated at start-up to a high,
  * close-on-exec fd; the dump checks that fd still is the same file before using it. */
-#include "internal.h"
+#include "thread/thread.h"
 #include "stats/live.h"
+#include "stats/stats.h"
 #include "os/options.h"
 #include "os/os.h"
 #include "os/print.h"
@@ -24,39 +24,6 @@ const char *const uslub_stat_names[USLUB_NR_STATS] = {
     USLUB_STAT_ITEMS(X) USLUB_CACHE_STAT_ITEMS(X)
 #undef X
 };
-
-_Atomic uint64_t uslub_slab_bytes;
-
-/* Bytes in slabs, from the caches' per-order counts: called when a slab is made, so the
- * peak needs no counter of its own on the slab paths. */
-/* The peak of memory in use is kept at slab granularity (pages in slabs, large and huge
- * blocks): objects are counted on the fast path only per thread, so a peak of them
- * cannot be taken without work there. */
-void uslub_note_in_use(void)
-{
-	/* uslub_slab_bytes moves with each slab made or discarded (slab.c): one load here,
-	 * not a walk over every cache, on a path every large allocation takes. */
-	uint64_t slabs = atomic_load_explicit(&uslub_slab_bytes, memory_order_relaxed);
-	uint64_t now = slabs + atomic_load(&uslub_large_bytes) + atomic_load(&uslub_huge_bytes);
-	uint64_t peak = atomic_load(&uslub_peak_in_use);
-	while (now > peak && !atomic_compare_exchange_weak(&uslub_peak_in_use, &peak, now))
-		;
-}
-
-void uslub_stat_request(unsigned cls, size_t size)
-{
-#if USLUB_STATS_ENABLED
-	struct uslub_thread *t = uslub_tls_thread;
-	/* The empty and dead states are shared by many threads: their slow path builds or
-	 * borrows a state, and a sample lost there does not matter. */
-	if (t->state != THREAD_LIVE)
-		return;
-	uslub_stat(&t->cpu[cls], SAMPLE_REQUESTS);
-	uslub_stat_add(&t->cpu[cls], SAMPLE_REQUESTED_BYTES, size);
-#else
-	(void)cls, (void)size;
-#endif
-}
 
 /* ---- the dump at exit ------------------------------------------------------------- */
 
@@ -121,9 +88,8 @@ static int stderr_fd(void)
 	return 2;
 }
 
-__attribute__((constructor)) static void stats_constructor(void)
+void uslub_stats_start(void)
 {
-	uslub_init();
 	if (uslub_config.stats == USLUB_STATS_LIVE)
 		uslub_live_start();
 	else if (uslub_config.stats && !uslub_config.stats_file[0])
@@ -145,7 +111,7 @@ __attribute__((destructor)) void uslub_stats_dump_at_exit(void)
 	int fd = uslub_config.stats_file[0] ? open_stats_file() : -1;
 	if (fd < 0)
 		fd = stderr_fd();
-	uslub_stats_print(fd, uslub_config.stats == USLUB_STATS_JSON);
+	uslub_stats_emit(fd, uslub_config.stats == USLUB_STATS_JSON);
 	if (fd != 2 && fd != saved_stderr)
 		close(fd);
 }

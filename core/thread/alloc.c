@@ -2,7 +2,7 @@
  * the inline fast path (slab.h) does not serve. The thread's freelist of a cache ran dry:
  * refill it from the current slab's local and remote lists, then the thread's partial
  * slabs, then the node partial lists (get_partial, slab.c), and only then a new slab. */
-#include "internal.h"
+#include "thread/thread.h"
 #include "hooks.h"
 #include "page/node.h"
 #include "slab/slab.h"
@@ -24,6 +24,27 @@ static void *refill_below(struct uslub_thread *t, unsigned cls, unsigned half)
 
 /* The engine's entry: malloc's fast path tail-calls here when the thread freelist of the
  * size's cache is empty, for every request above 8 KiB, and before start-up. */
+/* Bytes asked for versus bytes handed out (internal waste) cannot be counted exactly without
+ * work on the fast path, which only knows the class. The slow path knows the size, and it is
+ * taken when a thread's freelist runs dry - a moment that does not depend on the sizes asked
+ * for - so the requests it records are a fair sample of the class's requests. The dump
+ * scales their mean by the active objects. Called from the
+ * allocation slow path. */
+static void stat_request(unsigned cls, size_t size)
+{
+#if USLUB_STATS_ENABLED
+	struct uslub_thread *t = uslub_tls_thread;
+	/* The empty and dead states are shared by many threads: their slow path builds or
+	 * borrows a state, and a sample lost there does not matter. */
+	if (t->state != THREAD_LIVE)
+		return;
+	uslub_stat(&t->cpu[cls], SAMPLE_REQUESTS);
+	uslub_stat_add(&t->cpu[cls], SAMPLE_REQUESTED_BYTES, size);
+#else
+	(void)cls, (void)size;
+#endif
+}
+
 void *uslub_slab_alloc_slow(size_t size)
 {
 	if (likely(size <= USLUB_MAX_SMALL)) {
@@ -43,10 +64,9 @@ void *uslub_slab_alloc_slow(size_t size)
 			return refill_below(t, cls, half);
 		}
 	}
-	uslub_init();
 	if (size <= USLUB_MAX_SMALL) {
 		unsigned cls = uslub_size_to_class(size);
-		uslub_stat_request(cls, size); /* the internal-waste sample, see stats.h */
+		stat_request(cls, size); /* the internal-waste sample, see stat_request */
 		return uslub_slab_alloc_class(cls, size);
 	}
 	if (size > PTRDIFF_MAX) {

@@ -1,10 +1,9 @@
 /* The barn (slab.c, section 6): per node and cache, the full sheaves that threads trade,
  * its decay, and the bulk free (kmem_cache_free_bulk) that sends sheaves and barns back
  * to their slabs. */
-#include "internal.h"
+#include "thread/thread.h"
 #include "os/os.h"
 #include "slab/slab.h"
-#include "thread/barn.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* What a thread holds goes back: its sheaves, slabs and page cache when it exits, all but
  * the sheaves when it idles (thread.c). */
-#include "internal.h"
+#include "thread/thread.h"
 #include "slab/slab.h"
 
 void uslub_thread_flush(struct uslub_thread *t)

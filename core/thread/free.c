@@ -1,6 +1,6 @@
 /* Free's slow path below the classification (api/lookup.c): a live object of a slab back
  * to its sheaf, its slab's local list, or its slab's remote list (__slab_free). */
-#include "internal.h"
+#include "thread/thread.h"
 #include "hooks.h"
 #include "slab/slab.h"
 
@@ -33,7 +33,7 @@ void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *hea
 		 * freed, or the chain's head at the list's head, means one raced with another
 		 * free of the same object. */
 		if (unlikely(prior == encode(head, base)) || unlikely(w_inuse(old) < count))
-			uslub_report_bad_free("double free", "free", head, c);
+			uslub_report_bad_free("double free", "free", head, c, s);
 		set_next(c, tail, decode(prior, base));
 		mark_free_plain(c, tail);
 		inuse = w_inuse(old) - count;
@@ -135,14 +135,9 @@ void uslub_slab_object_free(struct uslub_cache *c, struct page_desc *s, void *p,
 	uslub_slow_exit(t, in);
 }
 
-void uslub_free_slab(void *p, struct page_desc *s)
-{
-	uslub_slab_object_free(&uslub_caches[s->cls], s, p, uslub_tls_thread);
-}
-
 void uslub_double_free(void *p, struct page_desc *s)
 {
-	uslub_report_bad_free("double free", "free", p, &uslub_caches[s->cls]);
+	uslub_report_bad_free("double free", "free", p, &uslub_caches[s->cls], s);
 }
 
 void uslub_freelist_corrupt(struct cache_cpu *cc, void *object)

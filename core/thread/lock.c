@@ -1,7 +1,7 @@
 /* Every lock of the allocator at once, in the order of slab.c's essay (section 5): fork
  * takes them all so the child inherits none that a vanished thread held, and the heap
  * walker (check.c) so no list changes under it. One list, so the two cannot drift. */
-#include "internal.h"
+#include "thread/thread.h"
 #include "slab/slab.h"
 
 void uslub_lock_all(void)

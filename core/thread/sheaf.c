@@ -2,10 +2,9 @@
  * objects that malloc pops and free pushes. Everything here is off the fast path: a sheaf
  * that ran empty or full, refilled from the barn (barn.c) or the thread's slabs, emptied
  * into the barn or back to its slabs. */
-#include "internal.h"
+#include "thread/thread.h"
 #include "hooks.h"
 #include "slab/slab.h"
-#include "thread/barn.h"
 
 #include <string.h>
 
@@ -341,12 +340,12 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 	unsigned n = cc->sheaf_count;
 	uslub_sheaf_open(t, cc, cls);
 	if (!cc->sheaf_cap) {
-		uslub_free_slab(p, block_of(p));
+		uslub_slab_object_free(c, page_desc_of(p)->head, p, uslub_tls_thread);
 		return;
 	}
 	if (n < cc->sheaf_cap) {
 		/* The sheaf was just opened: empty. A push, counted as the fast path's are
-		 * (internal.h, uslub_cc_stat). */
+		 * (types.h, uslub_cc_stat). */
 		mark_free(p);
 		cc->sheaf[n] = p;
 		cc->sheaf_count = (uint16_t)(n + 1);

@@ -1,12 +1,11 @@
 /* Threads: the per-thread state (kmem_cache_cpu for every cache, and the page cache of
  * orders 0-3, page/pcp.c), its registry, its teardown, and the reaping of states whose
  * thread is gone. Start-up and fork: startup.c. */
-#include "internal.h"
+#include "thread/thread.h"
 #include "os/options.h"
 #include "page/node.h"
 #include "page/page.h"
 #include "os/os.h"
-#include "replenish/replenish.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,13 +19,9 @@
 
 /* In .bss, their states set at start-up: as initialised data, 38 KiB of the library's
  * file (two states of 19 KiB) were mapped into every program that loads it. */
-struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
 static struct uslub_thread dead_thread;
 struct uslub_thread uslub_orphan_thread;
 pthread_mutex_t uslub_orphan_lock = PTHREAD_MUTEX_INITIALIZER;
-
-__thread struct uslub_thread *uslub_tls_thread __attribute__((tls_model("initial-exec"))) =
-    &uslub_empty_thread;
 
 pthread_mutex_t uslub_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 struct uslub_thread *uslub_registry;

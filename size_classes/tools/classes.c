@@ -1,7 +1,7 @@
 /* Prints the size classes as the caches use them: object size, preferred and minimum
  * order, objects per slab and the leftover at the end of each slab, under the settings
  * of the environment (USLUB_MIN_ORDER, USLUB_MAX_ORDER, USLUB_MIN_OBJECTS). */
-#include "internal.h"
+#include "thread/thread.h"
 #include "uslub.h"
 
 #include <stdio.h>

@@ -12,7 +12,7 @@
  *   USLUB_NUMA=fake:4 build/tools/numa/uslub-partial-search
  *   USLUB_NUMA=fake:4,noskip build/tools/numa/uslub-partial-search
  *   LD_PRELOAD=build/tests/libnumaemu.so NUMA_EMU=4 build/tools/numa/uslub-partial-search */
-#include "internal.h"
+#include "thread/thread.h"
 #include "page/node.h"
 #include "uslub.h"
 

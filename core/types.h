@@ -1,10 +1,14 @@
-/* The engine's types and the calls that cross its files. See slab.c for the design essay. */
-#ifndef USLUB_INTERNAL_H
-#define USLUB_INTERNAL_H
+/* The engine's shared types: what every layer stands on - the regions and their page
+ * descriptors, the one table that finds a pointer's page, the caches', the threads' and
+ * the page caches' structures, the free-pointer keys - and no function of any layer.
+ * Each layer's calls are in its own header (os/os.h, page/page.h, slab/slab.h,
+ * thread/thread.h, api/api.h); the observers are reached through hooks.h. See
+ * slab/slab.c for the design essay. */
+#ifndef USLUB_TYPES_H
+#define USLUB_TYPES_H
 
-#include "os/options.h"
 #include "size_classes.h"
-#include "stats/stats.h"
+#include "stat_items.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,7 +37,7 @@
  * one 64-byte descriptor per page (the kernel's vmemmap); the descriptors of those first
  * pages are never used, so the region's own header sits there. The next 512 KiB hold
  * free's 8-byte test of every page (struct page_test), and the pages follow. Only the
- * metadata and the pages grown so far are mapped (page_alloc.c): the rest of the slot is
+ * metadata and the pages grown so far are mapped (page/region.c): the rest of the slot is
  * free address space, where another mapping may even lie - its descriptors read as
  * zero. */
 #define REGION_SHIFT 28
@@ -220,138 +224,13 @@ static inline struct page_test *page_test_of(const struct page_desc *d)
 				    (((a & REGION_MASK) >> DESC_SHIFT) << TEST_SHIFT));
 }
 
-/* ---- the page allocator (page_alloc.c) ------------------------------------------ */
+/* The most objects a thread's sheaf of one cache holds (USLUB_SHEAVES). */
+#define SHEAF_MAX 28
 
-/* A decay period (USLUB_DECAY_MS) is cut into this many steps: free memory is stamped
- * with its step, and the decay looks at it once a step. */
-#define DECAY_STEPS 8
+/* Blocks above this go to their own mapping (page/huge.c); the rest to the regions. */
+#define HUGE_THRESHOLD MAX_BLOCK
 
-struct uslub_node {
-	pthread_mutex_t lock;
-	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
-	uint64_t nr_free[USLUB_MAX_ORDER + 1];
-	uint64_t nr_warm[USLUB_MAX_ORDER + 1];
-	struct region *regions; /* newest first; growth takes from the newest */
-	/* Large zone: the page after the last large block cut from cold memory, where the
-	 * next one goes when its pages are free and cold (alloc_run). */
-	struct page_desc *large_next;
-	uint64_t free_pages;
-	uint64_t warm_free_pages; /* free and probably resident */
-	/* Decay (page_alloc.c, section 6), under the lock but for decay_last. */
-	uint64_t released_free_pages;	  /* free, and handed back to the OS after use */
-	uint64_t reuse_high[DECAY_STEPS]; /* per step: highest level of used free memory */
-	uint64_t reuse[DECAY_STEPS];	  /* per step: most of it taken again since a high */
-	uint64_t reuse_window_high;	  /* the highest of reuse_high */
-	uint32_t reuse_step;		  /* the step whose slots were filled last */
-	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
-	uint64_t decay_passes;		  /* passes that handed memory back */
-	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (section 7) */
-	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
-	/* counters, under lock */
-	uint64_t grows;
-	uint64_t nowait_misses; /* high-order tries that found nothing at hand */
-	uint64_t reclaims;	/* GFP_RECLAIM hand-backs at the cap */
-	uint64_t runs;		/* large blocks made of neighbouring smaller free blocks */
-	uint64_t released_bytes;
-	uint64_t release_calls;
-	uint64_t region_count;
-	/* get_any_partial on behalf of threads of this node (atomic adds, slow path) */
-	uint64_t any_partial_calls;
-	uint64_t any_partial_tried;  /* nodes whose list was looked at */
-	uint64_t any_partial_again;  /* ... that this search had looked at already (the local
-				      * node included, get_partial's): 0 with the fix */
-	uint64_t remote_slabs;	     /* slabs taken from another node's list */
-	uint64_t remote_objects;     /* ... and the free objects they brought */
-	uint64_t local_partial_hits; /* get_partial served by the local list */
-};
-
-/* Each node has two page allocators ("zones"): slots [0, MAX_NODES) serve slabs, thread
- * state, the page caches and large blocks of up to SMALL_LARGE_PAGES pages, slots
- * [MAX_NODES, 2 * MAX_NODES) the larger blocks. Kept apart, a freed large block is not
- * split up by slab pages before it can be reused or merged - measured on the stress
- * workload, sharing one allocator grew the heap to 7x its live size and sent gigabytes
- * back to the OS and in again. The same holds for small blocks among big ones: with every
- * large block in the large zone, 8-64 KiB blocks cut the free memory between big ones
- * into pieces no 1 MiB block fits, and realloc_mix grew its heap while 124 MiB of it was
- * free. Blocks of up to 64 KiB are the size of slabs (4-32 KiB), so they share the slab
- * zone: peak RSS realloc_mix 344 -> 313 MiB, stress 101 -> 67 MiB (and 1.22 -> 0.92 s),
- * lua5.4 245 -> 252 MiB, the rest level (bench.py, 2 rounds). A region belongs to one
- * zone. */
-#define LARGE_ZONE(node)  ((node) + MAX_NODES)
-#define NR_ZONES	  (2 * MAX_NODES)
-#define SMALL_LARGE_PAGES 16
-/* The zone of a large block of npages pages for a thread on node `node`. */
-static inline unsigned large_zone_of(unsigned node, size_t npages)
-{
-	return npages <= SMALL_LARGE_PAGES ? node : LARGE_ZONE(node);
-}
-extern struct uslub_node uslub_nodes[NR_ZONES];
-extern unsigned uslub_nr_nodes;		    /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
-extern _Atomic uint64_t uslub_mapped_bytes; /* from the OS, resident or not */
-extern _Atomic uint64_t uslub_peak_mapped;
-
-enum {
-	GFP_TRYLOCK = 0x1,  /* give up rather than wait for a contended node lock */
-	GFP_NOGROW = 0x2,   /* only blocks already free: take nothing more from the OS */
-	GFP_WARM = 0x4,	    /* only warm blocks: fault in no fresh page on the caller's time */
-	GFP_COLD = 0x8,	    /* prefer a cold block (the replenisher, which warms it) */
-	GFP_RECLAIM = 0x10, /* wait mode's high-order request (reclaims at the cap, as all
-			     * blocking requests do) */
-	/* The high-order try: a block already free and at hand (a warm one first), or
-	 * nothing - no lock wait, no growing, no reclaim. A cold block costs a page fault
-	 * per page when first touched, as the minimum-order slab taken instead would: that
-	 * is not the cost the kernel's lesson is about. GFP_WARM is kept for callers that
-	 * want to avoid even that. */
-	GFP_NOWAIT = GFP_TRYLOCK | GFP_NOGROW,
-};
-
-/* 2^order pages from node's buddy; NULL with errno ENOMEM when there is none. */
-struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp);
-void uslub_pages_free(struct page_desc *d, unsigned order);
-/* Pages [d, d + npages) back to the buddy as naturally aligned blocks. */
-void uslub_pages_free_range(struct page_desc *d, size_t npages);
-/* Take pages [d, d + npages) out of the free lists if all are free; 0 on success. */
-int uslub_pages_claim(struct page_desc *d, size_t npages);
-/* npages for a large block from the zone's free blocks only: out of one block of the
- * order that holds them (its tail given back; its flags kept), else a run of neighbouring
- * smaller ones (flags 0); NULL if neither is free. */
-struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages);
-/* npages out of a block of 2^order taken as uslub_pages_alloc does (growing the heap if
- * need be), the rest given back; unless `aligned`, moved back over free pages right
- * before the block, so blocks carved one after another lie end to end. NULL, ENOMEM. */
-struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t npages,
-					  bool aligned);
-/* Unmap the free blocks at the top of every region, so the address space they hold is
- * there for a huge block under RLIMIT_AS; the regions grow there again later. Bytes
- * unmapped. */
-size_t uslub_pages_unmap_free(void);
-/* Release warm free pages to the OS until at most `keep` warm pages stay free. */
-size_t uslub_pages_release(unsigned node, uint64_t keep);
-/* Would taking `bytes` more from the OS pass USLUB_MEM_LIMIT? */
-bool uslub_over_limit(uint64_t bytes);
-/* Warm free memory a zone keeps however little of it is reused (M_TRIM_THRESHOLD). */
-uint64_t uslub_release_threshold(void);
-/* Free memory kept for reuse (warm free pages and cached huge mappings) may reach this
- * many bytes: a share of what is in use, at least a floor (page_alloc.c, section 7). */
-uint64_t uslub_keep_bound(void);
-/* Called where free memory grew or memory in use fell (page and huge frees): hands the
- * excess over uslub_keep_bound back to the OS at once, oldest first. Takes zone locks
- * and huge_lock, one at a time: with none held. */
-void uslub_pages_bound(void);
-/* One decay pass over every zone whose pass for the current step is due; the background
- * thread's work. Bytes handed back. */
-size_t uslub_pages_decay_all(void);
-/* Milliseconds until the next decay step; -1 when no zone holds warm free memory. */
-long uslub_pages_decay_wait_ms(void);
-/* Bind every zone's regions to their node (uslub_topo.real_multi): for the regions made
- * before the topology was known; region_new binds the later ones. */
-void uslub_pages_bind_regions(void);
-void uslub_pages_lock_all(void);
-void uslub_pages_unlock_all(void);
-/* Walk the buddy lists and check every invariant; 0 when consistent. For tests. */
-int uslub_pages_check(unsigned node);
-
-/* ---- caches, slabs, threads (slab.c, thread.c) ---------------------------------- */
+/* ---- caches, slabs, threads ------------------------------------------------------ */
 
 /* kmem_cache_node */
 struct cache_node {
@@ -377,29 +256,14 @@ struct uslub_cache {
 	 * record around each object, and take the slow path for every operation. */
 	uint32_t stride;
 	uint32_t offset;
-	uint32_t debug; /* DBG_* flags (debug.h); 0 for a plain cache */
-	uint32_t pad;
+	uint32_t debug;	 /* DBG_* flags (debug.h); 0 for a plain cache */
+	uint32_t tail;	 /* bytes after the last slot: a debug cache's last right red zone */
 	uint64_t secret; /* DBG_HARDEN: key of the freelist pointers */
 	_Atomic uint64_t nr_slabs;
 	_Atomic uint64_t nr_slabs_by_order[USLUB_MAX_ORDER + 1];
 	_Atomic uint64_t total_objects;
 	uint64_t stat[USLUB_NR_STATS]; /* folded from exited threads, under stat_lock */
 };
-
-extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
-
-/* The caches' per-node parts, a row per node, set up for the nodes in use only: a
- * process on one node touches one row (3 KiB), not a row's worth in every cache
- * (MAX_NODES rows of 64-byte entries spread over 54 KiB, all written at start-up when
- * they sat inside struct uslub_cache). */
-extern struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CLASSES];
-static inline struct cache_node *cache_node_of(const struct uslub_cache *c, unsigned nid)
-{
-	return &uslub_cache_nodes[nid][c->cls];
-}
-/* Rows [from, to): at start-up for the nodes known then, and by NUMA discovery for the
- * rest before it publishes their count. */
-void uslub_cache_nodes_init(unsigned from, unsigned to);
 
 /* The class byte of a descriptor that is not a slab's (large blocks, thread states). */
 #define CLS_NONE 0xff
@@ -486,30 +350,6 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 	cc->sheaf_count = (uint16_t)n;
 }
 
-/* The barn (Linux 6.18): per node and cache, full sheaves that threads left there when
- * their own overflowed, for any thread of the node whose sheaf ran empty - one thread's
- * surplus feeds another's demand with one lock round trip per sheaf, and no slab is
- * touched. Sheaves are copied in and out whole (slab.c, section 6). It holds up to
- * BARN_BYTES of objects, at least BARN_MIN_SHEAVES sheaves and at most BARN_MAX objects.
- * `count` is read without the lock to fail fast. */
-#define BARN_BYTES	 (1UL << 20)
-#define BARN_MIN_SHEAVES 8
-#define BARN_MAX	 (36 * SHEAF_MAX)
-struct barn {
-	/* A spinning lock, as the kernel's barn has: it is held for a copy of at most a
-	 * sheaf, and a mutex's lock and unlock were 106 instructions of the 470 a sheaf's
-	 * round trip through the barn cost (batches of 1000 at 64 B). */
-	_Atomic uint32_t lock;
-	uint32_t count; /* objects held */
-	uint32_t limit; /* a whole number of the cache's sheaves */
-	uint32_t low;	/* fewest objects held since the last decay: those sat unused */
-	void **objects; /* `limit` slots, in the same block of pages */
-};
-/* Every cache's barn of node `node`, or NULL before the node's first barn_put. */
-extern struct barn *uslub_barns[MAX_NODES];
-/* Does any barn hold objects? (A racy look, for the background thread's sleep.) */
-bool uslub_barns_held(void);
-
 /* A thread keeps freed large blocks of up to LCACHE_PAGES pages, LCACHE_DEPTH of each
  * size, for its next request of that size without the zone lock. A cached block pins its
  * pages where the buddy cannot merge them, and with many sizes in use the pins split free
@@ -550,10 +390,6 @@ enum uslub_pcp_stat_item {
 #undef X
 	    USLUB_NR_PCP_STATS
 };
-extern const char *const uslub_pcp_stat_names[USLUB_NR_PCP_STATS];
-/* Folded from exited threads, under uslub_stat_lock and uslub_fold_seq. */
-extern uint64_t uslub_pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
-
 struct uslub_thread {
 	struct cache_cpu cpu[USLUB_NR_CLASSES];
 	struct uslub_thread *reg_next, *reg_prev; /* registry, under uslub_registry_lock */
@@ -594,47 +430,6 @@ enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };
 
 extern __thread struct uslub_thread *uslub_tls_thread;
 extern struct uslub_thread uslub_empty_thread;
-extern pthread_mutex_t uslub_registry_lock;
-extern struct uslub_thread *uslub_registry;
-extern pthread_mutex_t uslub_stat_lock;
-
-void *uslub_slab_alloc_slow(size_t size);
-/* free of p, whose block_of() is s, when the fast path did not take it (api/lookup.c). */
-void uslub_free_slow(void *p, struct page_desc *s);
-/* free of p, a live object of slab s (classified, api/lookup.c): into the thread's sheaf,
- * opened if need be; `caller` is the program's call site. */
-void uslub_object_free(void *p, struct page_desc *s, void *caller);
-/* The same below the sheaf: the slab's local list for its owner, else its remote list. */
-void uslub_slab_object_free(struct uslub_cache *c, struct page_desc *s, void *p,
-			    struct uslub_thread *t);
-/* Transitional: uslub_slab_object_free for sheaf.c. */
-void uslub_free_slab(void *p, struct page_desc *s);
-/* An object of class cls for a request of `size` bytes (what debug caches keep). */
-void *uslub_slab_alloc_class(unsigned cls, size_t size);
-void uslub_caches_init(void);
-/* A thread's exit: its sheaves (closed), slabs and page cache back. */
-void uslub_thread_flush(struct uslub_thread *t);
-/* The same without the sheaves (an idle thread's, thread.c). */
-void uslub_thread_flush_slabs(struct uslub_thread *t);
-struct uslub_thread *uslub_thread_create(void);
-/* Tear down the states of threads that are gone without their key destructor having run:
- * up to `budget` states looked at, or 0 for one pass over the whole registry. Takes no
- * lock of the caller's; skipped while another thread sweeps. */
-void uslub_threads_reap(unsigned budget);
-extern _Atomic unsigned long uslub_threads_reaped; /* states torn down that way */
-/* Blocks of 2^order pages through the thread's page cache (orders above PCP_MAX_ORDER go
- * straight to the buddy). gfp as for uslub_pages_alloc: a block on the thread's list is at
- * hand under any flags, GFP_NOWAIT included. */
-struct page_desc *uslub_pcp_alloc(struct uslub_thread *t, unsigned node, unsigned order,
-				  unsigned gfp);
-void uslub_pcp_free(struct uslub_thread *t, struct page_desc *d, unsigned order);
-/* Send the oldest blocks back until at most `keep` pages stay; with 0, the demand the
- * cache has learnt is forgotten too (exit, malloc_trim). */
-void uslub_pcp_drain(struct uslub_thread *t, unsigned keep);
-/* Frees from threads whose state is gone go through here, serialised. */
-extern pthread_mutex_t uslub_orphan_lock;
-extern struct uslub_thread uslub_orphan_thread;
-
 /* Free pointers and free marks of plain caches (slab.c, section 7). Set once at start-up,
  * before the first slab. A stored free pointer is the next object's address mixed with
  * the secret and the byte-swapped address it is stored at (the kernel's
@@ -674,75 +469,6 @@ static inline void mark_allocated(void *object)
 	((uintptr_t *)object)[1] = 0;
 }
 
-/* Reports a bad pointer and aborts. */
-__attribute__((noreturn)) void uslub_report_bad_free(const char *what, const char *func,
-						     const void *p, const struct uslub_cache *c);
-/* The same for a large or huge block (`kind` "large" or "huge"), which has no cache. */
-__attribute__((noreturn)) void uslub_report_bad_block(const char *what, const char *func,
-						      const void *p, const char *kind,
-						      size_t bytes);
-/* Where an object of `c` begins if `p` is one, else NULL. */
-void *uslub_slab_object_start(struct page_desc *s, const void *p);
-/* A free pointer that leads out of its slab, or a list longer than its slab: reported
- * with the cache and the slab, and the program stops. */
-__attribute__((noreturn)) void uslub_report_corrupt(const char *what, const struct uslub_cache *c,
-						    const void *slab, const void *p);
-
-/* ---- large and huge (large.c) --------------------------------------------------- */
-
-#define HUGE_THRESHOLD MAX_BLOCK
-void *uslub_large_alloc(size_t size, size_t align, bool zero);
-/* Free large block p, whose head descriptor is d: classified (api/lookup.c), its start
- * and not freed already. */
-void uslub_large_free(struct page_desc *d, void *p);
-/* Give a thread's cached large blocks back to the page allocator (exit, malloc_trim). */
-void uslub_large_cache_drain(struct uslub_thread *t);
-size_t uslub_large_usable(struct page_desc *d);
-void *uslub_large_realloc(struct page_desc *d, void *p, size_t size);
-void *uslub_huge_alloc(size_t size, size_t align, bool zero);
-/* Nonzero if p is a huge block: the bytes the program may use, the mapping's or, when a
- * checker watches (debug.h, uslub_block_debug), the request. Likewise for a large one. */
-size_t uslub_huge_usable(const void *p);
-/* A huge block is freed into the huge cache or unmapped: 1. 0 when p is no huge block.
- * With expect_pages, the sized frees' check: when the block's usable bytes (as
- * uslub_huge_usable counts them) are not that many pages, -1 and nothing is freed, the
- * bytes in *usable. One look-up of the table. */
-int uslub_huge_free(void *p, size_t expect_pages, size_t *usable);
-/* realloc of huge block p to a smaller block `to`: its first bytes, at most max, copied,
- * then p freed; 0 when p is no huge block (to untouched). One look-up of the table. */
-int uslub_huge_move_out(void *p, void *to, size_t max);
-/* Unmap cached huge mappings unused for the decay period, or all of them (malloc_trim,
- * and before a mapping refused at a limit is tried again); bytes unmapped. Takes
- * huge_lock: not with it held. */
-size_t uslub_huge_cache_release(bool all);
-/* Unmap cached huge mappings, oldest first, until at most `keep` bytes stay cached; bytes
- * unmapped. Takes huge_lock. */
-size_t uslub_huge_cache_trim(uint64_t keep);
-/* p was a huge block among the last ones freed. */
-bool uslub_huge_was_freed(const void *p);
-/* Resize huge block p in place or by mremap (NULL, errno ENOMEM: p is left as it was);
- * *found false when p is no huge block. One look-up of the table. */
-void *uslub_huge_realloc(void *p, size_t size, bool *found);
-void uslub_huge_lock(void);
-void uslub_huge_unlock(void);
-extern _Atomic uint64_t uslub_large_bytes;
-extern _Atomic uint64_t uslub_huge_bytes;
-extern _Atomic uint64_t uslub_huge_cached_bytes; /* freed, kept mapped for reuse */
-extern _Atomic uint64_t uslub_peak_in_use;
-extern _Atomic uint64_t uslub_slab_bytes; /* pages in slabs */
-
-/* ---- start-up and statistics ---------------------------------------------------- */
-
-extern _Atomic int uslub_ready;
-void uslub_init_slow(void); /* startup.c */
-/* Every lock, in the essay's order (lock.c): fork and the heap walker. */
-void uslub_lock_all(void);
-void uslub_unlock_all(void);
-/* thread.c's part of start-up and fork. */
-void uslub_threads_init(void);
-void uslub_threads_before_fork(void);
-void uslub_threads_after_fork_parent(void);
-void uslub_threads_after_fork_child(void);
 /* The owner's side of slow_lock: taken on every slow path that touches what lies below
  * the sheaves. Uncontended but for the moments a drain holds it. Only a live state has
  * one to take (the orphan has its own lock; the empty and dead ones hold nothing). */
@@ -760,22 +486,6 @@ static inline void uslub_slow_exit(struct uslub_thread *t, bool entered)
 	if (entered)
 		atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
 }
-/* Give back what idle threads hold below their sheaves: their slabs (to the node
- * lists, or the page allocator when empty), page caches and large-block caches. Called
- * by the background thread once a period: a thread that ran no slow path for two calls
- * in a row is idle. Returns the states drained. */
-unsigned uslub_threads_drain_idle(void);
-extern _Atomic unsigned long uslub_threads_drained; /* states drained that way */
-extern unsigned uslub_threads_not_idle; /* live states the last drain left: not idle yet */
-static inline void uslub_init(void)
-{
-	if (unlikely(!atomic_load_explicit(&uslub_ready, memory_order_acquire)))
-		uslub_init_slow();
-}
-void uslub_stats_dump_at_exit(void);
-void uslub_stats_fold(struct uslub_thread *t);
-void uslub_note_in_use(void);
-
 #pragma GCC visibility pop
 
 #endif

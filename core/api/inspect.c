@@ -1,0 +1,22 @@
+/* uslub.h's calls into the statistics: the allocator set up first (a program may ask
+ * before its first malloc), then the observer answers. */
+#include "api/api.h"
+#include "stats/stats.h"
+
+void uslub_stats_print(int fd, int json)
+{
+	uslub_init();
+	uslub_stats_emit(fd, json);
+}
+
+void uslub_get_totals(struct uslub_totals *out)
+{
+	uslub_init();
+	uslub_stats_totals(out);
+}
+
+int uslub_cache_info(const char *name, struct uslub_cache_info *out)
+{
+	uslub_init();
+	return uslub_stats_cache_info(name, out);
+}

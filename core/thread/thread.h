@@ -1,0 +1,148 @@
+/* The thread layer: each thread's state (thread.c) and its teardown (flush.c), the
+ * sheaves (sheaf.c) and the barns behind them (barn.c), the allocation and free slow
+ * paths below the classification (alloc.c, free.c), and every lock at once (lock.c). */
+#ifndef USLUB_THREAD_H
+#define USLUB_THREAD_H
+
+#include "hooks.h"
+#include "page/page.h"
+#include "slab/slab.h"
+#include "types.h"
+
+#pragma GCC visibility push(hidden)
+
+/* ---- thread states (thread.c, flush.c) --------------------------------------------- */
+
+extern pthread_mutex_t uslub_registry_lock;
+extern struct uslub_thread *uslub_registry;
+extern pthread_mutex_t uslub_stat_lock;
+
+void *uslub_slab_alloc_slow(size_t size);
+/* free of p, a live object of slab s (classified, api/lookup.c): into the thread's sheaf,
+ * opened if need be; `caller` is the program's call site. */
+void uslub_object_free(void *p, struct page_desc *s, void *caller);
+/* The same below the sheaf: the slab's local list for its owner, else its remote list. */
+void uslub_slab_object_free(struct uslub_cache *c, struct page_desc *s, void *p,
+			    struct uslub_thread *t);
+/* An object of class cls for a request of `size` bytes (what debug caches keep). */
+void *uslub_slab_alloc_class(unsigned cls, size_t size);
+/* A thread's exit: its sheaves (closed), slabs and page cache back. */
+void uslub_thread_flush(struct uslub_thread *t);
+/* The same without the sheaves (an idle thread's, thread.c). */
+void uslub_thread_flush_slabs(struct uslub_thread *t);
+struct uslub_thread *uslub_thread_create(void);
+/* Tear down the states of threads that are gone without their key destructor having run:
+ * up to `budget` states looked at, or 0 for one pass over the whole registry. Takes no
+ * lock of the caller's; skipped while another thread sweeps. */
+void uslub_threads_reap(unsigned budget);
+extern _Atomic unsigned long uslub_threads_reaped; /* states torn down that way */
+/* Frees from threads whose state is gone go through here, serialised. */
+extern pthread_mutex_t uslub_orphan_lock;
+extern struct uslub_thread uslub_orphan_thread;
+
+/* Every lock, in the essay's order (lock.c): fork and the heap walker. */
+void uslub_lock_all(void);
+void uslub_unlock_all(void);
+/* thread.c's part of start-up and fork. */
+void uslub_threads_init(void);
+void uslub_threads_before_fork(void);
+void uslub_threads_after_fork_parent(void);
+void uslub_threads_after_fork_child(void);
+/* Give back what idle threads hold below their sheaves: their slabs (to the node
+ * lists, or the page allocator when empty), page caches and large-block caches. Called
+ * by the background thread once a period: a thread that ran no slow path for two calls
+ * in a row is idle. Returns the states drained. */
+unsigned uslub_threads_drain_idle(void);
+extern _Atomic unsigned long uslub_threads_drained; /* states drained that way */
+extern unsigned uslub_threads_not_idle; /* live states the last drain left: not idle yet */
+void uslub_stats_fold(struct uslub_thread *t);
+
+/* ---- the sheaves and the barns (sheaf.c, barn.c) ----------------------------------- */
+
+/* The barn (Linux 6.18): per node and cache, full sheaves that threads left there when
+ * their own overflowed, for any thread of the node whose sheaf ran empty - one thread's
+ * surplus feeds another's demand with one lock round trip per sheaf, and no slab is
+ * touched. Sheaves are copied in and out whole (slab.c, section 6). It holds up to
+ * BARN_BYTES of objects, at least BARN_MIN_SHEAVES sheaves and at most BARN_MAX objects.
+ * `count` is read without the lock to fail fast. */
+#define BARN_BYTES	 (1UL << 20)
+#define BARN_MIN_SHEAVES 8
+#define BARN_MAX	 (36 * SHEAF_MAX)
+struct barn {
+	/* A spinning lock, as the kernel's barn has: it is held for a copy of at most a
+	 * sheaf, and a mutex's lock and unlock were 106 instructions of the 470 a sheaf's
+	 * round trip through the barn cost (batches of 1000 at 64 B). */
+	_Atomic uint32_t lock;
+	uint32_t count; /* objects held */
+	uint32_t limit; /* a whole number of the cache's sheaves */
+	uint32_t low;	/* fewest objects held since the last decay: those sat unused */
+	void **objects; /* `limit` slots, in the same block of pages */
+};
+/* Every cache's barn of node `node`, or NULL before the node's first barn_put. */
+extern struct barn *uslub_barns[MAX_NODES];
+/* Does any barn hold objects? (A racy look, for the background thread's sleep.) */
+bool uslub_barns_held(void);
+
+/* The sheaf's slow paths (sheaf.c): a free of p into a full sheaf (or a closed one),
+ * cc being the calling thread's cache_cpu of p's class; malloc's refill is
+ * uslub_slab_alloc_slow. */
+void uslub_sheaf_overflow(void *p, struct cache_cpu *cc);
+
+/* An object popped from a thread freelist lies outside the slab: its free pointer was
+ * overwritten (slab.c, section 7). */
+__attribute__((noreturn)) void uslub_freelist_corrupt(struct cache_cpu *cc, void *object);
+/* free of an object already free (its mark says so): reported, the program stops. */
+__attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
+
+/* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves
+ * (thread exit). */
+void uslub_sheaves_flush(struct uslub_thread *t, bool final);
+
+void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
+			    struct uslub_thread *t);
+/* The same for `count` free objects of s linked from head to tail (their links set, their
+ * marks on): one compare-and-swap for all of them (kmem_cache_free_bulk's detached
+ * freelist). */
+void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *head, void *tail,
+			   unsigned count, struct uslub_thread *t);
+/* An object for a thread whose sheaf of cls is empty: the barn's (NULL when it has
+ * none, with the share of the sheaf to refill in *half), else the slab layer's (alloc.c,
+ * under the slow-path lock), with the sheaf refilled on the way. */
+void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *half);
+/* A live thread's sheaf of a class opens at the class's first slow path: its capacity
+ * is 0 until then, which sends the fast paths here. Closed ones (thread exit) stay so:
+ * the exiting thread's state is no longer live. */
+static inline void uslub_sheaf_open(struct uslub_thread *t, struct cache_cpu *cc, unsigned cls)
+{
+	if (unlikely(!cc->sheaf_cap) && t->state == THREAD_LIVE) {
+		cc->sheaf_cap = (uint16_t)uslub_caches[cls].sheaf_capacity;
+		/* free's fast path opens with the sheaf (debug caches have none). */
+		if (cc->sheaf_cap)
+			cc->magic = uslub_lookup.magic[cls];
+	}
+}
+void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half);
+/* The thread's slab layer (alloc.c's ___slab_alloc): one object, the rest of a freelist
+ * left in cc->freelist. */
+void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls);
+/* Every barn's objects back to their slabs (malloc_trim, thread exit of the last user). */
+void uslub_barns_flush(void);
+/* Barn decay: objects a barn held for a whole period (BARN_DECAY_MS) without a thread
+ * taking them go back to their slabs, so their slabs can empty. At most once a period;
+ * called from the sheaves' slow paths and the background thread. */
+#define BARN_DECAY_MS 1000
+void uslub_barns_decay(void);
+void uslub_barns_lock_all(void);
+void uslub_barns_unlock_all(void);
+
+/* The n objects of a full sheaf into the node's barn of c, all or none. */
+bool uslub_barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n);
+/* Up to `want` objects from the node's barn of c into `dst`; how many. */
+unsigned uslub_barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want);
+/* n free objects of c (marked free, counted in their slabs' inuse) back to their slabs,
+ * the array consumed: kmem_cache_free_bulk, for a sheaf or a barn's decay. */
+void uslub_flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n);
+
+#pragma GCC visibility pop
+
+#endif

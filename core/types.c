@@ -1,0 +1,12 @@
+/* The shared data every layer reads through types.h's inline functions: the table that
+ * finds a pointer's page (its regions are set up by page/region.c), and each thread's
+ * pointer to its state, the shared empty state until the thread has one of its own
+ * (thread/thread.c makes and tears down the states). */
+#include "types.h"
+
+struct uslub_lookup uslub_lookup;
+
+struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
+
+__thread struct uslub_thread *uslub_tls_thread __attribute__((tls_model("initial-exec"))) =
+    &uslub_empty_thread;

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Holds the shape of core/: layers that only include downward, and small files.
+
+The order of the layers is written once, in core/meson.build (`core_layers`, lowest
+first). A file of a layer's folder may include the headers of its own layer, of the layers
+before it, and the shared files at the top of core/ (types.h, stat_items.h, hooks.h),
+which every layer stands on and which include none of the layers' headers. A file that includes a header of a
+later layer is an upward dependency: the layers above are reached through the hooks
+(core/hooks.h), never by name. Every file of core/ also stays under MAX_LINES lines.
+
+The check is run twice: on the tree as it is (every error printed, exit 1 if any), and on
+the same tree with one upward include added on purpose, which it must report - so the test
+cannot pass by finding nothing to look at.
+
+Given the built engine (libuslub_core.a), the same order is checked on what the objects
+link to: no object refers to a function or variable defined by an object of a later
+layer. This catches what an include cannot show (a local `extern` declaration).
+
+Usage: test_layers.py [SOURCE_ROOT [LIBUSLUB_CORE_A]]
+"""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORE = os.path.join(ROOT, "core")
+MAX_LINES = 600
+SHARED = "(shared)"
+
+
+def layer_order():
+    text = open(os.path.join(CORE, "meson.build"), encoding="utf-8").read()
+    m = re.search(r"^core_layers\s*=\s*\[([^\]]*)\]", text, re.M)
+    if not m:
+        sys.exit("test_layers: no core_layers list in core/meson.build")
+    layers = re.findall(r"'([^']+)'", m.group(1))
+    if len(layers) < 2:
+        sys.exit("test_layers: core_layers lists %d layers" % len(layers))
+    return layers
+
+
+def core_files():
+    """{path relative to core/: text} for every .c and .h under core/."""
+    files = {}
+    for d, _, names in os.walk(CORE):
+        for name in names:
+            if name.endswith((".c", ".h")):
+                path = os.path.relpath(os.path.join(d, name), CORE)
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    files[path] = f.read()
+    return files
+
+
+def rank_of(path, layers):
+    """The layer rank of a file: its folder's place in the order; the shared files at the
+    top of core/ sit below the first layer; None for a folder of no layer."""
+    folder = path.split(os.sep)[0] if os.sep in path else None
+    if folder is None:
+        return SHARED, -1.0
+    if folder not in layers:
+        return folder, None
+    return folder, float(layers.index(folder))
+
+
+def check(files, layers):
+    errors = []
+    for path, text in sorted(files.items()):
+        folder, rank = rank_of(path, layers)
+        if rank is None:
+            errors.append("core/%s: folder '%s' is not in core_layers" % (path, folder))
+            continue
+        lines = text.count("\n")
+        if lines > MAX_LINES:
+            errors.append("core/%s: %d lines (at most %d)" % (path, lines, MAX_LINES))
+        for n, line in enumerate(text.splitlines(), 1):
+            m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+            if not m:
+                continue
+            target = m.group(1)
+            if target not in files:
+                continue  # include/uslub.h, size_classes.h, uslub_config.h: below every layer
+            tfolder, trank = rank_of(target, layers)
+            if trank is None or trank > rank:
+                errors.append("core/%s:%d: includes %s, of layer %s above its own (%s)"
+                              % (path, n, target, tfolder, folder))
+    return errors
+
+
+def object_layer(member, layers):
+    """core_page_buddy.c.o -> page; core_hooks.c.o -> shared; others (size_classes) -> None."""
+    m = re.match(r"core_([a-z_]+?)_[^_]+\.c\.o$", member)
+    if m and m.group(1) in layers:
+        return m.group(1), float(layers.index(m.group(1)))
+    if re.match(r"core_[^_]+\.c\.o$", member):
+        return SHARED, -1.0
+    return None, None
+
+
+def check_objects(archive, layers):
+    out = subprocess.run(["nm", archive], check=True, capture_output=True, text=True).stdout
+    defined, undefined, member = {}, {}, None
+    for line in out.splitlines():
+        if line.endswith(".o:"):
+            member = line[:-1]
+            undefined[member] = set()
+            continue
+        parts = line.split()
+        if member is None or not parts:
+            continue
+        if len(parts) == 3 and parts[1] in "TDBRCV":
+            defined[parts[2]] = member
+        elif len(parts) == 2 and parts[0] == "U":
+            undefined[member].add(parts[1])
+    if len(undefined) < 10:
+        sys.exit("test_layers: only %d objects in %s" % (len(undefined), archive))
+    errors = []
+    for member, syms in sorted(undefined.items()):
+        layer, rank = object_layer(member, layers)
+        if rank is None:
+            continue
+        for sym in sorted(syms):
+            owner = defined.get(sym)
+            if not owner:
+                continue
+            olayer, orank = object_layer(owner, layers)
+            if orank is not None and orank > rank:
+                errors.append("%s (%s) refers to %s of %s (%s)" % (member, layer, sym, owner, olayer))
+    return errors, len(undefined)
+
+
+def main():
+    layers = layer_order()
+    files = core_files()
+    if len(files) < 10:
+        sys.exit("test_layers: only %d files under %s" % (len(files), CORE))
+    errors = check(files, layers)
+    for e in errors:
+        print(e)
+
+    # The same check must catch an upward include: the lowest layer's first .c file
+    # including a header of the top layer.
+    low = sorted(p for p in files if p.startswith(layers[0] + os.sep) and p.endswith(".c"))
+    top = sorted(p for p in files if p.startswith(layers[-1] + os.sep) and p.endswith(".h"))
+    if not low or not top:
+        sys.exit("test_layers: no .c file in %s/ or no header in %s/" % (layers[0], layers[-1]))
+    planted = dict(files)
+    planted[low[0]] = '#include "%s"\n' % top[0] + files[low[0]]
+    caught = [e for e in check(planted, layers) if low[0] in e and top[0] in e]
+    if not caught:
+        print("test_layers: an include of %s planted in %s was not reported" % (top[0], low[0]))
+        errors.append("self-test")
+
+    objects = 0
+    if len(sys.argv) > 2:
+        obj_errors, objects = check_objects(sys.argv[2], layers)
+        for e in obj_errors:
+            print(e)
+        errors += obj_errors
+
+    print("test_layers: %d files, %d objects, layers %s, %d errors"
+          % (len(files), objects, " < ".join(layers), len(errors)))
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == "__main__":
+    main()
