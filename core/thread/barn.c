@@ -11,25 +11,6 @@ struct barn *uslub_barns[MAX_NODES];
 
 /* ---- the barn --------------------------------------------------------------------- */
 
-/* A waiter spins while the holder copies; past a few dozen tries the holder was likely
- * preempted (more threads than cores), and the waiter gives up its time slice. */
-static inline void barn_lock(struct barn *b)
-{
-	while (unlikely(atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))) {
-		for (unsigned spins = 0; atomic_load_explicit(&b->lock, memory_order_relaxed);)
-			if (++spins < 64) {
-				cpu_relax();
-			} else {
-				uslub_os_yield();
-				spins = 0;
-			}
-	}
-}
-static inline void barn_unlock(struct barn *b)
-{
-	atomic_store_explicit(&b->lock, 0, memory_order_release);
-}
-
 /* What cache c's barn holds at most: BARN_BYTES of objects, within BARN_MIN_SHEAVES
  * sheaves and BARN_MAX objects, in whole sheaves. 0 without sheaves. */
 static uint32_t barn_limit(const struct uslub_cache *c)
@@ -44,15 +25,13 @@ static uint32_t barn_limit(const struct uslub_cache *c)
 	return n < BARN_MIN_SHEAVES * cap ? BARN_MIN_SHEAVES * cap : (uint32_t)n;
 }
 
-/* Node's barns, made at the node's first uslub_barn_put: the caches' barns and their slots in
+/* Node's barns, made at the node's first barn_put (sheaf.c): the caches' barns and their slots in
  * one block of pages (under 256 KiB, touched as used), never freed. Made under cache 0's
  * list_lock of the node, which fork and the heap walker hold before they take the barn
  * locks, so a barn never appears while they look. */
-static struct barn *barns_of(unsigned node)
+struct barn *uslub_barns_make(unsigned node)
 {
-	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-	if (likely(b))
-		return b;
+	struct barn *b;
 	size_t bytes = sizeof(struct barn) * USLUB_NR_CLASSES;
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		bytes += barn_limit(&uslub_caches[i]) * sizeof(void *);
@@ -86,50 +65,6 @@ static struct barn *barns_of(unsigned node)
 	}
 	pthread_mutex_unlock(guard);
 	return b;
-}
-
-/* uslub_barn_put: the n objects of a full sheaf into the node's barn, all or none. */
-bool uslub_barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
-{
-	struct barn *b = barns_of(node);
-	bool done = false;
-	if (b) {
-		b += c->cls;
-		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <= b->limit) {
-			barn_lock(b);
-			if (b->count + n <= b->limit) {
-				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
-				__atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
-				done = true;
-			}
-			barn_unlock(b);
-		}
-	}
-	__atomic_fetch_add(&c->stat[done ? USLUB_STAT_BARN_PUT : USLUB_STAT_BARN_PUT_FAIL], 1,
-			   __ATOMIC_RELAXED);
-	return done;
-}
-
-/* uslub_barn_get: up to `want` objects from the node's barn into `dst`; how many. */
-unsigned uslub_barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want)
-{
-	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-	unsigned n = 0;
-	if (b) {
-		b += c->cls;
-		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
-			barn_lock(b);
-			n = b->count < want ? b->count : want;
-			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
-			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
-			if (b->count < b->low)
-				b->low = b->count;
-			barn_unlock(b);
-		}
-	}
-	if (n)
-		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_GET], 1, __ATOMIC_RELAXED);
-	return n;
 }
 
 /* ---- flushing to the slabs -------------------------------------------------------- */
@@ -187,12 +122,12 @@ void uslub_flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **o
 static void barn_decay(struct uslub_cache *c, struct barn *b)
 {
 	void *batch[SHEAF_MAX];
-	barn_lock(b);
+	uslub_barn_lock(b);
 	uint32_t old = b->low < b->count ? b->low : b->count;
 	b->low = b->count - old;
-	barn_unlock(b);
+	uslub_barn_unlock(b);
 	while (old) {
-		barn_lock(b);
+		uslub_barn_lock(b);
 		unsigned n = old < SHEAF_MAX ? old : SHEAF_MAX;
 		if (n > b->count)
 			n = b->count;
@@ -200,16 +135,16 @@ static void barn_decay(struct uslub_cache *c, struct barn *b)
 		memmove(b->objects, b->objects + n, (b->count - n) * sizeof(void *));
 		__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
 		b->low = b->low > n ? b->low - n : 0;
-		barn_unlock(b);
+		uslub_barn_unlock(b);
 		if (!n)
 			break;
 		uslub_flush_objects(c, &uslub_empty_thread, batch, n);
 		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_FLUSH], n, __ATOMIC_RELAXED);
 		old -= n;
 	}
-	barn_lock(b);
+	uslub_barn_lock(b);
 	b->low = b->count;
-	barn_unlock(b);
+	uslub_barn_unlock(b);
 }
 
 /* malloc_trim: everything the barns hold goes back to the slabs, so empty slabs can go
@@ -219,9 +154,9 @@ void uslub_barns_flush(void)
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
 		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
-			barn_lock(&b[i]);
+			uslub_barn_lock(&b[i]);
 			b[i].low = b[i].count;
-			barn_unlock(&b[i]);
+			uslub_barn_unlock(&b[i]);
 			barn_decay(&uslub_caches[i], &b[i]);
 		}
 	}
@@ -257,7 +192,7 @@ void uslub_barns_lock_all(void)
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = uslub_barns[node];
 		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			barn_lock(&b[i]);
+			uslub_barn_lock(&b[i]);
 	}
 }
 
@@ -266,6 +201,6 @@ void uslub_barns_unlock_all(void)
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = uslub_barns[node];
 		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
-			barn_unlock(&b[i]);
+			uslub_barn_unlock(&b[i]);
 	}
 }

@@ -8,6 +8,54 @@
 
 #include <string.h>
 
+/* ---- the barn, seen from the sheaf ---------------------------------------------- */
+
+/* barn_put: the n objects of a full sheaf into the node's barn, all or none. */
+static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
+{
+	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	if (unlikely(!b))
+		b = uslub_barns_make(node);
+	bool done = false;
+	if (b) {
+		b += c->cls;
+		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <= b->limit) {
+			uslub_barn_lock(b);
+			if (b->count + n <= b->limit) {
+				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
+				__atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
+				done = true;
+			}
+			uslub_barn_unlock(b);
+		}
+	}
+	__atomic_fetch_add(&c->stat[done ? USLUB_STAT_BARN_PUT : USLUB_STAT_BARN_PUT_FAIL], 1,
+			   __ATOMIC_RELAXED);
+	return done;
+}
+
+/* barn_get: up to `want` objects from the node's barn into `dst`; how many. */
+static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want)
+{
+	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	unsigned n = 0;
+	if (b) {
+		b += c->cls;
+		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
+			uslub_barn_lock(b);
+			n = b->count < want ? b->count : want;
+			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
+			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+			if (b->count < b->low)
+				b->low = b->count;
+			uslub_barn_unlock(b);
+		}
+	}
+	if (n)
+		__atomic_fetch_add(&c->stat[USLUB_STAT_BARN_GET], 1, __ATOMIC_RELAXED);
+	return n;
+}
+
 /* The sheaves' slow paths run every few dozen operations, too often for a clock read (a
  * vDSO call) each time (tools/bench/results/). The time-stamp counter, one instruction,
  * spaces the clock reads out to one per 2^22 cycles (1-4 ms on the clocks of today), far
@@ -249,7 +297,7 @@ void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *ha
 	atomic_store_explicit(&t->active, true, memory_order_relaxed);
 	barns_decay_soon();
 	*half = sheaf_move(cc, SHEAF_REFILLED, cc->sheaf_cap);
-	unsigned n = uslub_barn_get(&uslub_caches[cls], t->node, cc->sheaf, *half);
+	unsigned n = barn_get(&uslub_caches[cls], t->node, cc->sheaf, *half);
 	if (!n) {
 		uslub_stat(cc, BARN_GET_FAIL);
 		return NULL;
@@ -354,7 +402,7 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 	/* The older objects go; the newer stay for the next allocations. */
 	unsigned half = sheaf_move(cc, SHEAF_SPILLED, n);
 	barns_decay_soon();
-	if (!uslub_barn_put(c, t->node, cc->sheaf, half)) {
+	if (!barn_put(c, t->node, cc->sheaf, half)) {
 		bool in = uslub_slow_enter(t);
 		uslub_flush_objects(c, t, cc->sheaf, half);
 		uslub_slow_exit(t, in);

@@ -135,10 +135,27 @@ void uslub_barns_decay(void);
 void uslub_barns_lock_all(void);
 void uslub_barns_unlock_all(void);
 
-/* The n objects of a full sheaf into the node's barn of c, all or none. */
-bool uslub_barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n);
-/* Up to `want` objects from the node's barn of c into `dst`; how many. */
-unsigned uslub_barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want);
+/* Node's barns, made at its first barn_put (sheaf.c); NULL when no memory is left. */
+struct barn *uslub_barns_make(unsigned node);
+/* A waiter spins while the holder copies; past a few dozen tries the holder was likely
+ * preempted (more threads than cores), and the waiter gives up its time slice. */
+static inline void uslub_barn_lock(struct barn *b)
+{
+	while (unlikely(atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))) {
+		for (unsigned spins = 0; atomic_load_explicit(&b->lock, memory_order_relaxed);)
+			if (++spins < 64) {
+				cpu_relax();
+			} else {
+				uslub_os_yield();
+				spins = 0;
+			}
+	}
+}
+static inline void uslub_barn_unlock(struct barn *b)
+{
+	atomic_store_explicit(&b->lock, 0, memory_order_release);
+}
+
 /* n free objects of c (marked free, counted in their slabs' inuse) back to their slabs,
  * the array consumed: kmem_cache_free_bulk, for a sheaf or a barn's decay. */
 void uslub_flush_objects(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n);
