@@ -125,6 +125,16 @@ static unsigned age_of(const struct page_desc *d, uint32_t step)
 	return age < DECAY_STEPS ? age : DECAY_STEPS;
 }
 
+/* Free block d of order o off zone n's lists, onto a hand-back batch (under the lock). */
+static struct page_desc *batch_add(struct uslub_node *n, struct page_desc *d, unsigned o,
+				   struct page_desc *batch)
+{
+	uslub_list_remove(n, d);
+	d->order = (uint8_t)o;
+	d->next = batch;
+	return d;
+}
+
 static size_t hand_back(struct uslub_node *n, struct page_desc *batch);
 
 /* Warm blocks looked at per pass, under the lock (largest orders first, so a heap of
@@ -173,10 +183,7 @@ static struct page_desc *shed_locked(struct uslub_node *n, uint32_t step, uint64
 				continue;
 			if (age == cut)
 				quota = quota > (1UL << o) ? quota - (1UL << o) : 0;
-			uslub_list_remove(n, d);
-			d->order = (uint8_t)o;
-			d->next = batch;
-			batch = d;
+			batch = batch_add(n, d, o, batch);
 		}
 	}
 	if (batch)
@@ -351,10 +358,7 @@ size_t uslub_release_blocks(unsigned node, uint64_t keep, enum release_mode mode
 				break;
 			if (mode != RELEASE_ALL && n->warm_free_pages <= keep)
 				break;
-			uslub_list_remove(n, d);
-			d->order = (uint8_t)o;
-			d->next = batch;
-			batch = d;
+			batch = batch_add(n, d, o, batch);
 		}
 	}
 	if (batch)
