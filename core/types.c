@@ -10,3 +10,11 @@ struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
 
 __thread struct uslub_thread *uslub_tls_thread __attribute__((tls_model("initial-exec"))) =
     &uslub_empty_thread;
+
+struct uslub_lock_stat uslub_lock_stats[USLUB_NR_LOCKS];
+
+const char *const uslub_lock_names[USLUB_NR_LOCKS] = {
+#define X(id, name) #name,
+    USLUB_LOCK_ITEMS(X)
+#undef X
+};

@@ -8,6 +8,7 @@
 #define USLUB_TYPES_H
 
 #include "size_classes.h"
+#include "lock_stat.h"
 #include "stat_items.h"
 
 #include <pthread.h>
@@ -476,8 +477,11 @@ static inline bool uslub_slow_enter(struct uslub_thread *t)
 {
 	if (t->state != THREAD_LIVE)
 		return false;
-	while (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire))
-		cpu_relax();
+	if (unlikely(atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire))) {
+		uslub_lock_waited(USLUB_LOCK_SLOW);
+		while (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire))
+			cpu_relax();
+	}
 	atomic_store_explicit(&t->active, true, memory_order_relaxed);
 	return true;
 }

@@ -8,6 +8,7 @@
 #include "uslub.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -254,6 +255,41 @@ static void clock_from_vdso(void)
 	CHECKF(b.tv_sec >= a.tv_sec && b.tv_sec <= a.tv_sec + 1, "CLOCK_REALTIME agrees");
 }
 
+/* lock_stat: a zone lock held by one thread makes another's take a counted wait, and a
+ * try a counted failure (lock_stat.h). Deterministic: the holder keeps the lock until
+ * the other thread has been seen waiting for it. */
+static void *take_zone(void *arg)
+{
+	(void)arg;
+	struct page_desc *d = uslub_pages_alloc(0, 0, 0); /* waits for the holder */
+	if (d)
+		uslub_pages_free(d, 0);
+	return NULL;
+}
+
+static void lock_contention(void)
+{
+	tu_section("a held zone lock: the other thread's take is a wait, a try a failure");
+	struct uslub_lock_stat *z = &uslub_lock_stats[USLUB_LOCK_ZONE];
+	uint64_t waits = atomic_load(&z->waits), fails = atomic_load(&z->trylock_failures);
+	uslub_pages_lock_all();
+	CHECKF(uslub_pages_alloc(0, 0, GFP_NOWAIT) == NULL, "a no-wait try took a held zone");
+	CHECKF(atomic_load(&z->trylock_failures) == fails + 1, "trylock failures %lu -> %lu",
+	       (unsigned long)fails, (unsigned long)atomic_load(&z->trylock_failures));
+	pthread_t t;
+	pthread_create(&t, NULL, take_zone, NULL);
+	/* Bounded: 10 s for the other thread to find the lock held. */
+	for (int i = 0; i < 10000 && atomic_load(&z->waits) == waits; i++) {
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+	CHECKF(atomic_load(&z->waits) == waits + 1, "waits %lu -> %lu", (unsigned long)waits,
+	       (unsigned long)atomic_load(&z->waits));
+	uslub_pages_unlock_all();
+	pthread_join(t, NULL);
+	CHECKF(uslub_pages_check(0) == 0, "invariants after the contended take");
+}
+
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up */
@@ -265,5 +301,6 @@ int main(void)
 	release_to_os();
 	os_failure();
 	clock_from_vdso();
+	lock_contention();
 	return tu_summary("test_page_alloc");
 }

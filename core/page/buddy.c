@@ -185,7 +185,7 @@ static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
 {
 	unsigned other = node < MAX_NODES ? LARGE_ZONE(node) : node - MAX_NODES;
 	struct uslub_node *o = &uslub_nodes[other];
-	pthread_mutex_lock(&o->lock);
+	uslub_lock(&o->lock, USLUB_LOCK_ZONE);
 	struct page_desc *d = uslub_find_block(o, order, gfp);
 	if (!d) {
 		pthread_mutex_unlock(&o->lock);
@@ -198,12 +198,12 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 {
 	struct uslub_node *n = &uslub_nodes[node];
 	if (gfp & GFP_TRYLOCK) {
-		if (pthread_mutex_trylock(&n->lock) != 0) {
+		if (!uslub_trylock(&n->lock, USLUB_LOCK_ZONE)) {
 			__atomic_fetch_add(&n->nowait_misses, 1, __ATOMIC_RELAXED);
 			return NULL;
 		}
 	} else {
-		pthread_mutex_lock(&n->lock);
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	}
 	struct page_desc *d;
 	bool reclaimed = false, borrowed = false;
@@ -223,7 +223,7 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 			d = borrow(node, order, gfp);
 			if (d)
 				return d;
-			pthread_mutex_lock(&n->lock);
+			uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 			borrowed = true;
 			continue;
 		}
@@ -242,7 +242,7 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		pthread_mutex_unlock(&n->lock);
 		uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
 		uslub_release_blocks(LARGE_ZONE(node % MAX_NODES), 0, RELEASE_ALL);
-		pthread_mutex_lock(&n->lock);
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 		reclaimed = true;
 		borrowed = false;
 	}
@@ -279,7 +279,7 @@ void uslub_pages_free_range(struct page_desc *d, size_t npages)
 	uint32_t step = uslub_step_now();
 	clear_tails(d, npages);
 	d->owner = NULL;
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	uslub_free_range_locked(n, d, npages, 0, (uint16_t)step);
 	uslub_note_free(n);
 	uint64_t warm = n->warm_free_pages;
@@ -315,11 +315,11 @@ struct page_desc *uslub_free_block_of(struct page_desc *d)
  * the heap walker see one. The hand-back needs only this zone's lock to finish. */
 static void lock_quiet(struct uslub_node *n)
 {
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	while (n->handing_back) {
 		pthread_mutex_unlock(&n->lock);
 		uslub_os_yield();
-		pthread_mutex_lock(&n->lock);
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	}
 }
 
@@ -354,7 +354,7 @@ int uslub_pages_check(unsigned node)
 	struct uslub_node *n = &uslub_nodes[node];
 	uint64_t free_pages = 0, warm = 0, released = 0;
 	int bad = 0;
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
 		uint64_t count = 0;
 		struct page_desc *d;

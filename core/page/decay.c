@@ -205,7 +205,7 @@ size_t uslub_decay_zone(struct uslub_node *n, uint32_t step)
 	    !atomic_compare_exchange_strong_explicit(&n->decay_last, &last, step,
 						     memory_order_relaxed, memory_order_relaxed))
 		return 0;
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	reuse_advance(n, step);
 	/* An eighth more than the largest reuse: waves differ a little from one to the
 	 * next, and without the margin the few MiB a wave needs beyond the last one's went
@@ -267,7 +267,7 @@ void uslub_pages_bound(void)
 		if (kept <= target)
 			break;
 		uint64_t excess = (kept - target) >> USLUB_PAGE_SHIFT;
-		pthread_mutex_lock(&n->lock);
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 		uint64_t keep = n->warm_free_pages > excess ? n->warm_free_pages - excess : 0;
 		struct page_desc *batch = n->warm_free_pages ? shed_locked(n, step, keep, 0) : NULL;
 		if (batch)
@@ -304,7 +304,7 @@ size_t uslub_pages_decay_all(void)
  * free path. */
 static bool zone_warm(struct uslub_node *n)
 {
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	bool warm = n->warm_free_pages != 0;
 	pthread_mutex_unlock(&n->lock);
 	return warm;
@@ -343,7 +343,7 @@ size_t uslub_release_blocks(unsigned node, uint64_t keep, enum release_mode mode
 	struct uslub_node *n = &uslub_nodes[node];
 	struct page_desc *batch = NULL;
 
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	for (int o = USLUB_MAX_ORDER; o >= 0 && (mode == RELEASE_ALL || n->warm_free_pages > keep);
 	     o--) {
 		struct page_desc *d, *tmp;
@@ -386,7 +386,7 @@ static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
 			d->flags &= PF_COLD; /* as it was: still counted, still in place */
 		}
 	}
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	while (done) {
 		struct page_desc *next = done->next;
 		done->next = NULL;

@@ -96,7 +96,7 @@ static unsigned huge_cached_count;
 bool uslub_huge_was_freed(const void *p)
 {
 	bool found = false;
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	for (unsigned i = 0; i < HUGE_FREED && !found; i++)
 		found = huge_freed[i] == huge_key((uintptr_t)p);
 	for (unsigned i = 0; i < huge_cached_count && !found; i++)
@@ -154,7 +154,7 @@ static size_t unmap_entries(const struct huge_cached *e, unsigned n)
 size_t uslub_huge_cache_release(bool all)
 {
 	struct huge_cached out[HUGE_CACHE_SLOTS];
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	unsigned n = huge_cached_count ? cache_expire(uslub_os_now_ms(), all, out) : 0;
 	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
@@ -175,7 +175,7 @@ size_t uslub_huge_cache_trim(uint64_t keep)
 {
 	struct huge_cached out[HUGE_CACHE_SLOTS];
 	unsigned n = 0;
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	while (huge_cached_count && atomic_load(&uslub_huge_cached_bytes) > keep)
 		cache_remove(cache_oldest(), &out[n++]);
 	set_expiry();
@@ -196,7 +196,7 @@ static bool cache_put(uintptr_t addr, size_t len, uint64_t now)
 		cap = bound;
 	if (len > cap)
 		return false;
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	unsigned n = cache_expire(now, false, out);
 	while (huge_cached_count && (huge_cached_count == HUGE_CACHE_SLOTS ||
 				     atomic_load(&uslub_huge_cached_bytes) + len > cap))
@@ -215,7 +215,7 @@ static bool cache_put(uintptr_t addr, size_t len, uint64_t now)
 static void *cache_take(size_t len, size_t align, size_t *got, size_t *dirty)
 {
 	struct huge_cached out[HUGE_CACHE_SLOTS], e;
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	if (!huge_cached_count) {
 		pthread_mutex_unlock(&huge_lock);
 		return NULL;
@@ -367,7 +367,7 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 		}
 		atomic_fetch_add(&uslub_mapped_bytes, len);
 	}
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	int rc = huge_insert((uintptr_t)p, got, size);
 	pthread_mutex_unlock(&huge_lock);
 	if (rc) {
@@ -395,7 +395,7 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 /* Checkers see the request; otherwise the whole mapping may be used. */
 size_t uslub_huge_usable(const void *p)
 {
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	struct huge_entry *e = huge_find((uintptr_t)p);
 	size_t len = !e ? 0 : unlikely(uslub_block_debug) ? e->size : e->len;
 	pthread_mutex_unlock(&huge_lock);
@@ -406,7 +406,7 @@ size_t uslub_huge_usable(const void *p)
  * of its first bytes to `to` once it is out of the table (the bytes are still mapped). */
 static int huge_release(void *p, size_t expect_pages, size_t *usable, void *to, size_t max)
 {
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	struct huge_entry *e = huge_find((uintptr_t)p);
 	if (!e) {
 		pthread_mutex_unlock(&huge_lock);
@@ -453,7 +453,7 @@ int uslub_huge_move_out(void *p, void *to, size_t max)
 static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 {
 	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	struct huge_entry *e = huge_find((uintptr_t)p);
 	*found = e != NULL;
 	if (!e) {
@@ -522,7 +522,7 @@ void *uslub_huge_realloc(void *p, size_t size, bool *found)
 
 void uslub_huge_lock(void)
 {
-	pthread_mutex_lock(&huge_lock);
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 }
 
 void uslub_huge_unlock(void)

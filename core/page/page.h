@@ -1,9 +1,8 @@
 /* The page layer's own declarations: what its files share with one another (the calls
- * the layers above make are in the first part of this header). The buddy (buddy.c) keeps the free lists;
- * regions (region.c) give it address space; runs (run.c) cut large blocks from
- * neighbouring free blocks; decay (decay.c) hands free memory back to the OS; the page
- * cache (pcp.c) stands in front of the buddy for each thread; huge blocks (huge.c) are
- * mappings of their own. */
+ * the layers above make are in the first part of this header). The buddy (buddy.c) keeps the free
+ * lists; regions (region.c) give it address space; runs (run.c) cut large blocks from neighbouring
+ * free blocks; decay (decay.c) hands free memory back to the OS; the page cache (pcp.c) stands in
+ * front of the buddy for each thread; huge blocks (huge.c) are mappings of their own. */
 #ifndef USLUB_PAGE_H
 #define USLUB_PAGE_H
 

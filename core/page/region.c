@@ -139,7 +139,7 @@ void uslub_pages_bind_regions(void)
 		return;
 	for (unsigned z = 0; z < NR_ZONES; z++) {
 		struct uslub_node *n = &uslub_nodes[z];
-		pthread_mutex_lock(&n->lock);
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 		/* Only what is mapped: a region maps its pages as it grows. */
 		for (struct region *r = n->regions; r; r = r->next)
 			uslub_os_bind(r, r->grown << USLUB_PAGE_SHIFT, r->nid);
@@ -236,7 +236,7 @@ size_t uslub_pages_unmap_free(void)
 	size_t unmapped = 0;
 	for (unsigned z = 0; z < NR_ZONES; z++) {
 		struct uslub_node *n = &uslub_nodes[z];
-		pthread_mutex_lock(&n->lock);
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 		for (struct region *r = n->regions; r; r = r->next) {
 			while (r->grown > FIRST_PAGE) {
 				struct page_desc *b =

@@ -46,7 +46,7 @@ int uslub_pages_claim(struct page_desc *d, size_t npages)
 	struct uslub_node *n = r->node;
 	if (page_index(d) + npages > r->grown)
 		return -1;
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	int rc = claim_locked(n, d, npages);
 	pthread_mutex_unlock(&n->lock);
 	return rc;
@@ -119,7 +119,7 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages)
 {
 	unsigned order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
 	struct uslub_node *n = &uslub_nodes[node];
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	struct page_desc *d = uslub_find_block(n, order, 0);
 	/* Large blocks whose size is not a power of two are packed end to end (25 pages each
 	 * for 100 KiB) rather than each in a power-of-two block whose tail nothing of that
@@ -197,7 +197,7 @@ struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t 
 	struct uslub_node *n = region_of(d)->node; /* a borrowed block: the slab zone */
 	struct page_desc *end = d + (1UL << order), *start = d;
 	unsigned flags = d->flags & PF_COLD; /* of what is given back: a tail is as fresh */
-	pthread_mutex_lock(&n->lock);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	size_t k = aligned ? 0 : free_before(d);
 	if (k) {
 		start = d - k;

@@ -55,7 +55,7 @@ void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
 					     mine);
 		inuse = w_inuse(old) - nfree;
 		if ((mine || remote) && !locked) {
-			pthread_mutex_lock(&n->list_lock);
+			uslub_lock(&n->list_lock, USLUB_LOCK_LIST);
 			locked = true;
 			continue;
 		}
@@ -137,7 +137,7 @@ static struct page_desc *get_partial_node(struct uslub_cache *c, struct cache_no
 
 	if (!__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED))
 		return NULL;
-	pthread_mutex_lock(&n->list_lock);
+	uslub_lock(&n->list_lock, USLUB_LOCK_LIST);
 	cds_list_for_each_entry_safe(s, tmp, &n->partial, list)
 	{
 		remove_partial(n, s);

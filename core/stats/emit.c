@@ -2,9 +2,8 @@
  * JSON (jemalloc's emitter.c is the model). Each figure is named once, with its JSON key
  * and its words in the table, so a new one is added in one place.
  *
- * 1. Sinks. Everything goes through the allocator's own formatter, into an fd or a memory
- *    buffer (the live page), never through stdio: a dump allocates nothing from the heap
- *    it describes.
+ * 1. Sinks. The allocator's own formatter, into an fd or a memory buffer (the live page),
+ *    never stdio: a dump allocates nothing from the heap it describes.
  * 2. JSON. A compact layout rather than one item a line: items are separated by ", ", and
  *    a level can ask that its items start a line (the top level, the caches, the nodes),
  *    or one item can (a cache's counters).
@@ -536,6 +535,22 @@ static void emit_page_allocator(struct emitter *e, const struct snap *s)
 	json_close(e, '}');
 }
 
+/* lock_stat.h: per kind of lock, waits and trylock failures. */
+static void emit_locks(struct emitter *e, const struct snap *s)
+{
+	json_open(e, "locks", '{', NULL);
+	table(e, "uslub: lock contention (waits/trylock failures):");
+	for (unsigned k = 0; k < USLUB_NR_LOCKS; k++) {
+		json_open(e, uslub_lock_names[k], '{', NULL);
+		table(e, "%s %s", k ? "," : "", uslub_lock_names[k]);
+		emit_kv(e, "waits", " %lu", COUNT, s->lock_waits[k]);
+		emit_kv(e, "trylock_failures", "/%lu", COUNT, s->lock_trylock_failures[k]);
+		json_close(e, '}');
+	}
+	table(e, "\n");
+	json_close(e, '}');
+}
+
 static void emit_stats(struct emitter *e, const struct snap *s)
 {
 	emit_header(e);
@@ -544,6 +559,7 @@ static void emit_stats(struct emitter *e, const struct snap *s)
 	emit_caches(e, s);
 	emit_nodes(e, s);
 	emit_page_allocator(e, s);
+	emit_locks(e, s);
 	if (e->mode == EMIT_TABLE)
 		emit_totals(e, s);
 	else

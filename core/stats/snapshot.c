@@ -105,6 +105,12 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 	unsigned nn = uslub_stats_nr_nodes();
 	memset(s, 0, sizeof(*s));
 	read_counters(s);
+	for (unsigned k = 0; k < USLUB_NR_LOCKS; k++) {
+		s->lock_waits[k] =
+		    atomic_load_explicit(&uslub_lock_stats[k].waits, memory_order_relaxed);
+		s->lock_trylock_failures[k] = atomic_load_explicit(
+		    &uslub_lock_stats[k].trylock_failures, memory_order_relaxed);
+	}
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		struct cache_snap *f = &s->c[i];

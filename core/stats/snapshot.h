@@ -40,6 +40,7 @@ struct snap {
 	uint64_t pcp[USLUB_NR_PCP_STATS][PCP_ORDERS]; /* threads' page caches, by order */
 	uint64_t pcp_pages;			      /* pages in them now */
 	uint64_t slab_bytes, large_bytes, requested, sampled_in_use;
+	uint64_t lock_waits[USLUB_NR_LOCKS], lock_trylock_failures[USLUB_NR_LOCKS];
 	int have_smaps;
 	struct uslub_os_smaps smaps;
 };

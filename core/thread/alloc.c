@@ -204,7 +204,7 @@ static void *alloc_class(unsigned cls)
 		return refill_below(t, cls, half);
 	}
 	/* No state of our own (exiting thread, or none could be made): share one. */
-	pthread_mutex_lock(&uslub_orphan_lock);
+	uslub_lock(&uslub_orphan_lock, USLUB_LOCK_ORPHAN);
 	void *object = uslub_alloc_refill(&uslub_orphan_thread, cls);
 	pthread_mutex_unlock(&uslub_orphan_lock);
 	return object;

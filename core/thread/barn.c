@@ -39,7 +39,7 @@ struct barn *uslub_barns_make(unsigned node)
 	while ((USLUB_PAGE_SIZE << order) < bytes)
 		order++;
 	pthread_mutex_t *guard = &cache_node_of(&uslub_caches[0], node)->list_lock;
-	pthread_mutex_lock(guard);
+	uslub_lock(guard, USLUB_LOCK_LIST);
 	b = uslub_barns[node];
 	if (!b) {
 		struct page_desc *d = uslub_pages_alloc(node, order, 0);

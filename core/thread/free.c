@@ -45,7 +45,7 @@ void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *hea
 				new |= W_FROZEN;
 				freeze = true;
 			} else if ((inuse == 0 || !prior) && !locked) {
-				pthread_mutex_lock(&n->list_lock);
+				uslub_lock(&n->list_lock, USLUB_LOCK_LIST);
 				locked = true;
 				continue;
 			}

@@ -6,12 +6,12 @@
 
 void uslub_lock_all(void)
 {
-	pthread_mutex_lock(&uslub_orphan_lock);
-	pthread_mutex_lock(&uslub_registry_lock);
+	uslub_lock(&uslub_orphan_lock, USLUB_LOCK_ORPHAN);
+	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	pthread_mutex_lock(&uslub_stat_lock);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		for (unsigned n = 0; n < uslub_nr_nodes; n++)
-			pthread_mutex_lock(&cache_node_of(&uslub_caches[i], n)->list_lock);
+			uslub_lock(&cache_node_of(&uslub_caches[i], n)->list_lock, USLUB_LOCK_LIST);
 	uslub_barns_lock_all();
 	uslub_pages_lock_all();
 	uslub_huge_lock();

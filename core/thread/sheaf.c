@@ -164,7 +164,7 @@ static void *refill_shared(struct uslub_thread *t, struct uslub_cache *c, struct
 	struct cache_node *n = cache_node_of(c, t->node);
 	unsigned k = 0;
 	if (__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED)) {
-		pthread_mutex_lock(&n->list_lock);
+		uslub_lock(&n->list_lock, USLUB_LOCK_LIST);
 		if (n->nr_partial) {
 			struct page_desc *s =
 			    cds_list_first_entry(&n->partial, struct page_desc, list);

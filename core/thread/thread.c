@@ -64,7 +64,7 @@ static unsigned long sweep_mark; /* reg_count after the last pass, or its lowest
  * run inside malloc at a thread's first allocation - and holds no allocator lock then. */
 static void registry_add(struct uslub_thread *t)
 {
-	pthread_mutex_lock(&uslub_registry_lock);
+	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	__atomic_store_n(&reg_count, reg_count + 1, __ATOMIC_RELAXED);
 	struct uslub_thread *head = uslub_registry;
 	t->reg_prev = NULL;
@@ -78,7 +78,7 @@ static void registry_add(struct uslub_thread *t)
 
 static void registry_del(struct uslub_thread *t)
 {
-	pthread_mutex_lock(&uslub_registry_lock);
+	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	__atomic_store_n(&reg_count, reg_count - 1, __ATOMIC_RELAXED);
 	if (reg_count < sweep_mark)
 		__atomic_store_n(&sweep_mark, reg_count, __ATOMIC_RELAXED);
@@ -277,14 +277,14 @@ void uslub_threads_reap(unsigned budget)
 	if (pthread_mutex_trylock(&sweep_lock) != 0)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&uslub_registry_lock);
+	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	if (!sweep_active || !budget) {
 		__atomic_store_n(&sweep_active, true, __ATOMIC_RELAXED);
 		sweep_cursor = uslub_registry;
 	}
 	pthread_mutex_unlock(&uslub_registry_lock);
 	for (unsigned looked = 0; !budget || looked < budget; looked++) {
-		pthread_mutex_lock(&uslub_registry_lock);
+		uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 		struct uslub_thread *t = sweep_cursor;
 		if (!t) {
 			__atomic_store_n(&sweep_active, false, __ATOMIC_RELAXED);
@@ -368,7 +368,7 @@ unsigned uslub_threads_drain_idle(void)
 {
 	struct uslub_thread *me = uslub_tls_thread;
 	unsigned drained = 0, busy = 0;
-	pthread_mutex_lock(&uslub_registry_lock);
+	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
 		/* tid 0: a state being torn down, or a forked child's copy of a parent's
 		 * thread, whose slabs stay as they are (see above). */

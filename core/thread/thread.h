@@ -141,7 +141,10 @@ struct barn *uslub_barns_make(unsigned node);
  * preempted (more threads than cores), and the waiter gives up its time slice. */
 static inline void uslub_barn_lock(struct barn *b)
 {
-	while (unlikely(atomic_exchange_explicit(&b->lock, 1, memory_order_acquire))) {
+	if (likely(!atomic_exchange_explicit(&b->lock, 1, memory_order_acquire)))
+		return;
+	uslub_lock_waited(USLUB_LOCK_BARN);
+	while (atomic_exchange_explicit(&b->lock, 1, memory_order_acquire)) {
 		for (unsigned spins = 0; atomic_load_explicit(&b->lock, memory_order_relaxed);)
 			if (++spins < 64) {
 				cpu_relax();

@@ -137,6 +137,9 @@ def table(d):
                            n["nodes_tried"], n.get("nodes_tried_again", 0),
                            n["remote_slabs"],
                            "".join(" %d" % v for v in n.get("search_order", []))))
+    if "locks" in d:  # dumps before lock_stat lack it
+        out.append("uslub: lock contention (waits/trylock failures):" + ",".join(
+            " %s %d/%d" % (k, v["waits"], v["trylock_failures"]) for k, v in d["locks"].items()))
     t = d["totals"]
     out.append("uslub: totals: mapped %d KiB (peak %d), in use %d KiB (peak %d), slabs %d "
                "KiB, large %d KiB, huge %d KiB, free pages %d KiB, returned %d KiB" % (
