@@ -5,6 +5,7 @@
 #ifndef USLUB_API_IMPL_H
 #define USLUB_API_IMPL_H
 
+#include "debug/debug.h"
 #include "thread/thread.h"
 #include "uslub.h" /* the prefixed API: calloc, realloc, ... are implemented under it */
 
@@ -37,25 +38,87 @@ struct uslub_ptr {
 	struct uslub_cache *c; /* slab: its cache */
 	size_t usable;	       /* bytes the program may use (the request, where a checker
 				* watches the bytes after it): always for a plain slab
-				* object and a large block, with CLASSIFY_USABLE for the rest */
+				* object, with CLASSIFY_USABLE for the rest */
 };
 
 enum { CLASSIFY_USABLE = 0x1 };
+
+/* A pointer with no live block behind it: a second free of a block whose memory went
+ * back (its pages free, or its huge mapping gone) is reported as a double free, anything
+ * else as an invalid pointer. Stops the program. */
+__attribute__((noreturn)) void uslub_report_no_block(const char *func, const void *p);
 
 /* Classifies p, whose block_of() is d, for operation `op` (named in a report): a live
  * block's start, or the program stops with a report of what p is instead (an interior,
  * foreign or freed pointer). A huge block is not looked up unless CLASSIFY_USABLE asks
  * for its size: each huge operation looks it up once itself. */
-void uslub_classify(const void *p, struct page_desc *d, const char *op, unsigned flags,
-		    struct uslub_ptr *out);
-/* Frees p, classified for `op`; `caller` is the program's call site (USLUB_DEBUG=U). */
-void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, const char *op, void *caller);
+static inline __attribute__((always_inline)) void uslub_classify(const void *p, struct page_desc *d,
+								 const char *op, unsigned flags,
+								 struct uslub_ptr *out)
+{
+	out->d = d;
+	out->c = NULL;
+	out->usable = 0;
+	if (!d) {
+		/* No block in the regions: a huge mapping, or nothing of ours. */
+		out->kind = PTR_HUGE;
+		if (flags & CLASSIFY_USABLE) {
+			out->usable = uslub_huge_usable(p);
+			if (!out->usable)
+				uslub_report_no_block(op, p);
+		}
+		return;
+	}
+	if (d->kind == PAGE_LARGE) {
+		size_t bytes = (size_t)d->objects << USLUB_PAGE_SHIFT;
+		if (p != page_address(d))
+			uslub_report_bad_block("invalid pointer", op, p, "inside a large", bytes);
+		if (d->flags & PF_CACHED) /* freed, waiting in a thread's cache */
+			uslub_report_bad_block("double free", op, p, "large", bytes);
+		out->kind = PTR_LARGE;
+		if (flags & CLASSIFY_USABLE)
+			out->usable = uslub_large_usable(d);
+		return;
+	}
+	if (d->kind != PAGE_SLAB)
+		uslub_report_no_block(op, p);
+	struct uslub_cache *c = &uslub_caches[d->cls];
+	if (unlikely(c->debug) ? uslub_slab_object_start(d, p) != p : !plain_object_at(d, p))
+		uslub_report_bad_free("invalid pointer", op, p, c, d);
+	out->kind = PTR_SLAB;
+	out->c = c;
+	if (likely(!c->debug)) {
+		if (is_marked_free(p))
+			uslub_report_bad_free("double free", op, p, c, d);
+		out->usable = c->size;
+	} else if (flags & CLASSIFY_USABLE) {
+		/* A debug cache tells a free object by its state, and says so itself. */
+		out->usable = uslub_debug_usable(c, d, (void *)p, op);
+	}
+}
+
+/* Frees p, classified for `op`, out of line: every kind and case (lookup.c). */
+void uslub_free_ptr_slow(void *p, const struct uslub_ptr *ptr, const char *op, void *caller);
+/* Frees p, classified for `op`; `caller` is the program's call site (USLUB_DEBUG=U). A
+ * plain object whose class's sheaf is open and has room is pushed as free's fast path
+ * pushes it (realloc's and the sized frees' common case); the rest goes out of line. */
+static inline void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, const char *op,
+				  void *caller)
+{
+	if (likely(ptr->kind == PTR_SLAB)) {
+		struct cache_cpu *cc = &uslub_tls_thread->cpu[ptr->d->cls];
+		unsigned n = cc->sheaf_count;
+		if (likely(cc->magic != 0) && likely(n < cc->sheaf_cap)) {
+			mark_free(p);
+			cc->sheaf[n] = p;
+			cc->sheaf_count = (uint16_t)(n + 1);
+			return;
+		}
+	}
+	uslub_free_ptr_slow(p, ptr, op, caller);
+}
 /* free of p, whose block_of() is d, when the fast path did not take it. */
 void uslub_free_slow(void *p, struct page_desc *d);
-/* A pointer with no live block behind it: a second free of a block whose memory went
- * back (its pages free, or its huge mapping gone) is reported as a double free, anything
- * else as an invalid pointer. Stops the program. */
-__attribute__((noreturn)) void uslub_report_no_block(const char *func, const void *p);
 
 /* ---- aligned requests (api.c, and sized.c's check of them) --------------------------- */
 

@@ -100,12 +100,10 @@ void uslub_object_free(void *p, struct page_desc *s, void *caller)
 	struct uslub_thread *t = uslub_tls_thread;
 	struct cache_cpu *cc = &t->cpu[s->cls];
 	if (cc->magic) {
-		/* An open sheaf: realloc's and the sized frees' way in, the fast path's push. */
-		unsigned n = cc->sheaf_count;
-		if (n < cc->sheaf_cap) {
+		/* An open sheaf (its push is api.h's uslub_free_ptr): a full one overflows. */
+		if (cc->sheaf_count < cc->sheaf_cap) {
 			mark_free(p);
-			cc->sheaf[n] = p;
-			cc->sheaf_count = (uint16_t)(n + 1);
+			cc->sheaf[cc->sheaf_count++] = p;
 			return;
 		}
 		uslub_sheaf_overflow(p, cc);
