@@ -7,6 +7,7 @@
  * their values, strings terminated inside their fields; the USLUB_FAULT parser must agree
  * with itself. Messages about bad values go to stderr, which the runner closes. */
 #include "os/options.h"
+#include "types.h"
 #include "os/os.h"
 #include "size_classes.h"
 
