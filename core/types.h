@@ -272,7 +272,7 @@ struct uslub_cache {
 /* A slab's count of carved objects, which carving raises while other threads free into
  * the slab (slab.c, section 9). Under ThreadSanitizer a relaxed atomic load; elsewhere a
  * plain one, the same instruction on x86: GCC allocates registers worse around an
- * atomic or volatile load in free's fast path (3 instructions a free, callgrind), and
+ * atomic or volatile load in free's fast path (3 instructions a free), and
  * a stale value is still above every object handed out. */
 #if defined(__SANITIZE_THREAD__)
 #define USLUB_TSAN 1
@@ -352,18 +352,8 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 }
 
 /* A thread keeps freed large blocks of up to LCACHE_PAGES pages, LCACHE_DEPTH of each
- * size, for its next request of that size without the zone lock. A cached block pins its
- * pages where the buddy cannot merge them, and with many sizes in use the pins split free
- * memory until larger blocks need the heap to grow: four of each size cost mixed_peak 5
- * (two threads, 1 B - 8 MiB) a peak of 691 MiB against 557-566 with one (glibc 545-569),
- * and realloc_mix 411 MiB against 369, with wall time level within its spread
- * (tools/bench/ab.sh, 5-6 rounds, realloc_mix and stress) and 2.5% more instructions
- * in realloc_mix (callgrind). The same holds across sizes: one of each of sizes 3..8
- * pages is 132 KiB pinned per thread, so all the cached blocks together hold at most
- * LCACHE_PAGES pages, one block of the largest size cached (peak RSS, 3 runs' median:
- * glibc_thread2 3380 -> 3128 KiB, realloc_mix 369 -> 353 MiB; none at all: 2968 KiB and
- * 344 MiB, but stress and glibc_thread2 6-8% slower by ab.sh's medians, 5 rounds; the
- * bound kept both level, 7 rounds). */
+ * size, for its next request of that size without the zone lock. Few, because a cached
+ * block pins pages the buddy cannot merge (tools/bench/results/large-blocks.md). */
 #define LCACHE_PAGES 16
 #define LCACHE_DEPTH 1
 

@@ -58,16 +58,8 @@ struct uslub_node {
 
 /* Each node has two page allocators ("zones"): slots [0, MAX_NODES) serve slabs, thread
  * state, the page caches and large blocks of up to SMALL_LARGE_PAGES pages, slots
- * [MAX_NODES, 2 * MAX_NODES) the larger blocks. Kept apart, a freed large block is not
- * split up by slab pages before it can be reused or merged - measured on the stress
- * workload, sharing one allocator grew the heap to 7x its live size and sent gigabytes
- * back to the OS and in again. The same holds for small blocks among big ones: with every
- * large block in the large zone, 8-64 KiB blocks cut the free memory between big ones
- * into pieces no 1 MiB block fits, and realloc_mix grew its heap while 124 MiB of it was
- * free. Blocks of up to 64 KiB are the size of slabs (4-32 KiB), so they share the slab
- * zone: peak RSS realloc_mix 344 -> 313 MiB, stress 101 -> 67 MiB (and 1.22 -> 0.92 s),
- * lua5.4 245 -> 252 MiB, the rest level (bench.py, 2 rounds). A region belongs to one
- * zone. */
+ * [MAX_NODES, 2 * MAX_NODES) the larger blocks, so that neither cuts up the other's free
+ * memory (tools/bench/results/large-blocks.md). A region belongs to one zone. */
 #define LARGE_ZONE(node)  ((node) + MAX_NODES)
 #define NR_ZONES	  (2 * MAX_NODES)
 #define SMALL_LARGE_PAGES 16
