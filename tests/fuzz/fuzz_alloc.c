@@ -9,8 +9,8 @@
  * one freed, then the first again in a forked child, which must stop with the report). The model
  * holds each slot's size, alignment and pattern seed; after every step the slot is checked -
  * contents, alignment, usable size, no overlap with another live block - and at the end every block
- * is checked and freed, and the heap walker (core/debug/check.c) must find every page accounted for and
- * nothing left live. Any disagreement aborts, which libFuzzer reports with the input.
+ * is checked and freed, and the heap walker (core/debug/check.c) must find every page accounted for
+ * and nothing left live. Any disagreement aborts, which libFuzzer reports with the input.
  *
  * Built with clang -fsanitize=fuzzer,address,undefined by tests/fuzz/build.sh, the core
  * sources compiled in: ASan and UBSan watch the engine's own code; the heap it manages
