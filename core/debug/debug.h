@@ -78,8 +78,9 @@ _Static_assert(DBG_META + sizeof(struct dbg_meta) + DBG_RZ <= DBG_PAD_MIN,
 enum { TRACK_ALLOC, TRACK_FREE };
 
 /* Read USLUB_DEBUG and USLUB_HARDEN (already in uslub_config), ask whether valgrind runs,
- * and give each cache its flags, layout and secret. Called by uslub_caches_init after the
- * plain layout is set; a cache without flags keeps it. */
+ * and give each cache its flags, layout and secret. Called by start-up (api/startup.c)
+ * between uslub_caches_init, which sets the plain layout, and uslub_caches_open; a cache
+ * without flags keeps the plain layout. */
 void uslub_debug_init(void);
 
 /* What USLUB_DEBUG asked for: letters for some cache, and whether for every cache (no
