@@ -74,6 +74,11 @@ static void no_nodes(unsigned from, unsigned to)
 	(void)from, (void)to;
 }
 
+static bool no_shrink(void)
+{
+	return false;
+}
+
 _Atomic int uslub_hooks_pending;
 unsigned uslub_block_debug;
 int uslub_memcheck; /* os/vg.h */
@@ -95,4 +100,5 @@ struct uslub_hooks uslub_hooks = {
     .background_kick = no_event,
     .background_note = no_note,
     .nodes_online = no_nodes,
+    .shrink = no_shrink,
 };

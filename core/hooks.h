@@ -54,6 +54,11 @@ struct uslub_hooks {
 	/* Nodes [from, to) are coming online: the caches set up their rows for them (slab/)
 	 * before the node count that lets other threads search them is published. */
 	void (*nodes_online)(unsigned from, unsigned to);
+	/* ---- memory pressure (page/huge.c) ---- */
+	/* Address space is short (RLIMIT_AS): the caches above the page allocator give back
+	 * what they hold unused (the kernel's shrinkers); true if any was. Called with no lock
+	 * held, by a thread in none of its caches. */
+	bool (*shrink)(void);
 };
 
 extern struct uslub_hooks uslub_hooks;

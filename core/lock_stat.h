@@ -18,6 +18,7 @@
 	X(ZONE, zone)	      /* a zone's page allocator (page/) */                                \
 	X(LIST, list_lock)    /* a cache's partial list on a node (slab/) */                       \
 	X(BARN, barn)	      /* a cache's barn on a node (thread/) */                             \
+	X(DEPOT, depot)	      /* a node's medium-block depot (slab/medium.c) */                    \
 	X(HUGE, huge)	      /* the huge blocks' table and cache (page/huge.c) */                 \
 	X(REGISTRY, registry) /* the thread registry (thread/thread.c) */                          \
 	X(ORPHAN, orphan)     /* frees of threads whose state is gone (thread/) */                 \

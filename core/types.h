@@ -351,11 +351,43 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 	cc->sheaf_count = (uint16_t)n;
 }
 
-/* A thread keeps freed large blocks of up to LCACHE_PAGES pages, LCACHE_DEPTH of each
- * size, for its next request of that size without the zone lock. Few, because a cached
- * block pins pages the buddy cannot merge (tools/bench/results/large-blocks.md). */
-#define LCACHE_PAGES 16
-#define LCACHE_DEPTH 1
+/* The thread's medium-block cache (slab/medium.c): freed large blocks of up to
+ * MEDIUM_MAX_PAGES pages (128 KiB: the sizes programs replace most, buffers and vectors;
+ * a larger block's page faults cost more than the zone's work), by page count, held to
+ * `medium_high` pages, which starts at MEDIUM_HIGH_MIN (the 64 KiB the cache held before
+ * it grew with demand) and grows with the thread's churn to MEDIUM_HIGH_MAX (2 MiB, the
+ * order of tcmalloc's per-CPU cache). A refill brings up to MEDIUM_BATCH blocks.
+ * Figures: tools/bench/results/medium-blocks.md. */
+#define MEDIUM_MIN_PAGES (USLUB_MAX_SMALL / USLUB_PAGE_SIZE + 1)
+#define MEDIUM_MAX_PAGES 32
+#define MEDIUM_HIGH_MIN	 16
+#define MEDIUM_HIGH_MAX	 512
+#define MEDIUM_BATCH	 8
+_Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
+
+/* Free medium blocks by page count: bin n lists blocks of n pages through their
+ * descriptors' `next`; bit n of `nonempty` says bin n has one. A thread's cache and a
+ * node's depot (slab/medium.c) are each one. */
+struct medium_bins {
+	struct page_desc *head[MEDIUM_MAX_PAGES + 1];
+	uint16_t count[MEDIUM_MAX_PAGES + 1];
+	uint64_t nonempty;
+	uint32_t pages; /* in the bins together */
+};
+
+#define USLUB_MEDIUM_STAT_ITEMS(X)                                                                 \
+	X(MEDIUM_HIT, medium_hits)    /* a request served from the cache */                        \
+	X(MEDIUM_MISS, medium_misses) /* ... from the node's depot or the zone, with a batch */    \
+	X(MEDIUM_DEPOT, medium_depot_refills) /* misses the depot served */                        \
+	X(MEDIUM_REFILL, medium_refills)      /* blocks those batches brought besides */           \
+	X(MEDIUM_FREE, medium_frees)	      /* blocks freed into the cache */                    \
+	X(MEDIUM_FLUSH, medium_flushes)	      /* blocks sent on to the depot or the zones */
+enum uslub_medium_stat_item {
+#define X(id, name) USLUB_##id,
+	USLUB_MEDIUM_STAT_ITEMS(X)
+#undef X
+	    USLUB_NR_MEDIUM_STATS
+};
 
 /* The thread's page cache (thread.c): free blocks of orders 0..PCP_MAX_ORDER, the orders
  * the kernel's per-CPU pagesets hold (PAGE_ALLOC_COSTLY_ORDER), so slabs of every cache
@@ -395,12 +427,14 @@ struct uslub_thread {
 	uint16_t pcp_high;		 /* drained down when a free takes it past this */
 	uint8_t pcp_batch_step;		 /* an order-0 refill brings 2^(step / 2) pages */
 	uint64_t pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
-	uint64_t large_allocs, large_frees;
-	/* Freed large blocks of up to LCACHE_PAGES pages, by size, kept for reuse without the
-	 * node lock or fresh page faults (the role of tcache for glibc's small chunks). */
-	uint8_t lcache_count[LCACHE_PAGES + 1];
-	uint32_t lcache_pages; /* their pages together, at most LCACHE_PAGES */
-	struct page_desc *lcache[LCACHE_PAGES + 1][LCACHE_DEPTH];
+	/* The medium-block cache (slab/medium.c). */
+	struct medium_bins medium;
+	uint32_t medium_high; /* flushed down to half of it when a free passes it */
+	unsigned medium_node; /* the node the blocks came from */
+	uint64_t medium_stat[USLUB_NR_MEDIUM_STATS];
+	/* The cache's owner goes in without slow_lock's atomic exchange (slab/medium.c,
+	 * "ownership"): busy while it is in, claim while an idle drain wants in. */
+	_Atomic uint8_t medium_busy, medium_claim;
 	int state; /* THREAD_* */
 	/* Everything below the sheaves - the thread's slabs, freelists, page cache and
 	 * large-block cache - is touched by its owner only on slow paths, under this lock,

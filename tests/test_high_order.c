@@ -183,7 +183,9 @@ static void background(void)
 	uslub_replenish_start();
 	CHECKF(uslub_replenish_running(), "started");
 	/* Hand every warm page back, so the reserve is empty, then wake it: it rebuilds
-	 * the reserve (it may have started on it already, from its first round). */
+	 * the reserve (it may have started on it already, from its first round). The trim
+	 * first: blocks the medium caches hold would go back warm later and fill it. */
+	uslub_malloc_trim(0);
 	uslub_pages_release(0, 0);
 	uslub_replenish_kick();
 	int ready = 0;

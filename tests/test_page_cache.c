@@ -11,9 +11,11 @@
  *   each, their stacks included (measured 31 KiB, glibc 15; 35 KiB before sheaves opened at
  *   first use, 133 KiB before a thread's first objects came from shared slabs - the slabs
  *   they touched were most of it; not checked in sanitizer builds, argument "rss").
- * - The large-block cache beside it holds at most LCACHE_PAGES pages in all, whatever
- *   mix of sizes is freed (before: one block of each size, 132 KiB for 3..8 pages), and
- *   a block it holds is the next one of its size. Blocks of up to 64 KiB are made in the
+ * - The medium-block cache beside it (core/slab/medium.c) stays within its high mark,
+ *   which starts at MEDIUM_HIGH_MIN and grows with churn up to MEDIUM_HIGH_MAX; a block
+ *   it holds is the next one of its size, or of a size up to a quarter smaller; a thread
+ *   that replaces blocks of 3-8 pages at random is served from it nearly always (the zone
+ *   once a batch); a trim empties it. Blocks of up to 64 KiB are made in the
  *   slab zone, bigger ones in the large zone. */
 #include "debug/check.h"
 #include "thread/thread.h"
@@ -130,33 +132,9 @@ static void turnover_without_lock(void)
 	CHECK_EQ(t->pcp_high, PCP_HIGH_MIN);
 }
 
-static void large_cache_bound(void)
+static void large_zones(void)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	MALLOC_TRIM(0);
-	CHECK_EQ(t->lcache_pages, 0);
-	void *p[LCACHE_PAGES + 1];
-	for (unsigned n = 3; n <= LCACHE_PAGES; n++)
-		p[n] = MALLOC(n * USLUB_PAGE_SIZE - 100);
-	size_t sum = 0;
-	for (unsigned n = 3; n <= LCACHE_PAGES; n++) {
-		FREE(p[n]);
-		sum += n;
-		CHECKF(t->lcache_pages <= LCACHE_PAGES, "after freeing %zu pages: %u cached", sum,
-		       t->lcache_pages);
-	}
-	CHECK(t->lcache_pages > 0);
-	/* The smallest sizes came first and fill it: 3 + 4 + 5 pages. */
-	CHECK_EQ(t->lcache_count[3], 1);
-	CHECK_EQ(t->lcache_count[LCACHE_PAGES], 0);
-	void *again = MALLOC(3 * USLUB_PAGE_SIZE - 100);
-	CHECK(again == p[3]);
-	CHECK_EQ(t->lcache_count[3], 0);
-	FREE(again);
-	struct uslub_check chk;
-	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
-	MALLOC_TRIM(0);
-	CHECK_EQ(t->lcache_pages, 0);
 	/* Blocks of up to SMALL_LARGE_PAGES pages are made in the slab zone, bigger ones in
 	 * the large zone, where nothing small cuts into the free memory between them. */
 	_Static_assert(SMALL_LARGE_PAGES * USLUB_PAGE_SIZE > USLUB_MAX_SMALL,
@@ -170,6 +148,79 @@ static void large_cache_bound(void)
 	CHECK(region_of(big) && region_of(big)->node == &uslub_nodes[LARGE_ZONE(t->node)]);
 	FREE(small);
 	FREE(big);
+}
+
+static void medium_cache(void)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	MALLOC_TRIM(0);
+	CHECK_EQ(t->medium.pages, 0);
+	CHECK_EQ(t->medium_high, MEDIUM_HIGH_MIN);
+	void *p[MEDIUM_MAX_PAGES + 1];
+	for (unsigned n = MEDIUM_MIN_PAGES; n <= 16; n++)
+		p[n] = MALLOC(n * USLUB_PAGE_SIZE - 100);
+	size_t sum = 0;
+	for (unsigned n = MEDIUM_MIN_PAGES; n <= 16; n++) {
+		FREE(p[n]);
+		sum += n;
+		CHECKF(t->medium.pages <= t->medium_high, "after freeing %zu pages: %u cached", sum,
+		       t->medium.pages);
+	}
+	CHECK(t->medium.pages > 0);
+	/* The last block freed is the next of its size. */
+	unsigned last = t->medium.count[16] ? 16 : (unsigned)__builtin_ctzll(t->medium.nonempty);
+	void *again = MALLOC(last * USLUB_PAGE_SIZE - 100);
+	CHECK(again == p[last]);
+	FREE(again);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	CHECK_EQ(chk.cached_large_pages, t->medium.pages + uslub_medium_depot_pages());
+	MALLOC_TRIM(0);
+	CHECK_EQ(t->medium.pages, 0);
+
+	/* A request whose own bin is empty takes a block up to a quarter bigger: 10 pages for
+	 * 8, not 11 for 8. */
+	void *ten = MALLOC(10 * USLUB_PAGE_SIZE), *eleven = MALLOC(11 * USLUB_PAGE_SIZE);
+	FREE(eleven);
+	CHECK(MALLOC(8 * USLUB_PAGE_SIZE) != eleven);
+	FREE(ten);
+	void *eight = MALLOC(8 * USLUB_PAGE_SIZE);
+	CHECK(eight == ten);
+	if (!uslub_block_debug) /* checkers see the request */
+		CHECK_EQ(USABLE_SIZE(eight), 10 * USLUB_PAGE_SIZE);
+	FREE(eight);
+	MALLOC_TRIM(0);
+
+	/* Churn: 512 live blocks of 3-8 pages, one replaced at random per step. */
+	enum { LIVE = 512, STEPS = 20000 };
+	static void *live[LIVE];
+	uint64_t seed = 42, hits0 = t->medium_stat[USLUB_MEDIUM_HIT];
+	uint64_t misses0 = t->medium_stat[USLUB_MEDIUM_MISS];
+	for (unsigned i = 0; i < LIVE; i++)
+		live[i] = MALLOC((3 + i % 6) * USLUB_PAGE_SIZE - 64);
+	for (unsigned s = 0; s < STEPS; s++) {
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		unsigned i = (unsigned)(seed >> 33) % LIVE;
+		FREE(live[i]);
+		live[i] = MALLOC((3 + (seed >> 20) % 6) * USLUB_PAGE_SIZE - 64);
+		CHECK(live[i] != NULL);
+		CHECKF(t->medium.pages <= MEDIUM_HIGH_MAX, "step %u: %u pages cached", s,
+		       t->medium.pages);
+	}
+	uint64_t hits = t->medium_stat[USLUB_MEDIUM_HIT] - hits0;
+	uint64_t misses = t->medium_stat[USLUB_MEDIUM_MISS] - misses0;
+	printf("  churn: %lu hits, %lu misses, high %u pages\n", (unsigned long)hits,
+	       (unsigned long)misses, t->medium_high);
+	if (USLUB_STATS_ENABLED)
+		CHECKF(misses * 20 < hits, "%lu misses for %lu hits", (unsigned long)misses,
+		       (unsigned long)hits);
+	CHECK(t->medium_high > MEDIUM_HIGH_MIN);
+	for (unsigned i = 0; i < LIVE; i++)
+		FREE(live[i]);
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	MALLOC_TRIM(0);
+	CHECK_EQ(t->medium.pages, 0);
+	CHECK_EQ(t->medium_high, MEDIUM_HIGH_MIN);
 }
 
 static unsigned parked;
@@ -238,7 +289,8 @@ int main(int argc, char **argv)
 	check_rss = argc > 1 && strcmp(argv[1], "rss") == 0;
 	FREE(MALLOC(1)); /* start-up and this thread's state */
 	turnover_without_lock();
-	large_cache_bound();
+	large_zones();
+	medium_cache();
 	parked_threads();
 	return tu_summary("test_page_cache");
 }

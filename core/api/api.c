@@ -183,6 +183,7 @@ int uslub_malloc_trim(size_t pad)
 		uslub_large_cache_drain(t);
 	}
 	uslub_slow_exit(t, in);
+	uslub_medium_depots_flush();
 	size_t released = 0;
 	for (unsigned n = 0; n < uslub_nr_nodes; n++) {
 		released += uslub_pages_release(n, pad >> USLUB_PAGE_SHIFT);

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <numaif.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
@@ -316,6 +317,19 @@ void uslub_os_futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, timeout_ms >= 0 ? &ts : NULL, NULL,
 		0);
 	errno = saved;
+}
+
+/* A full memory barrier on every running thread of the process (membarrier(2), private
+ * expedited), registering the process at the first call and again after a fork, whose
+ * child is not registered. 0, or -1 where the kernel has no such command. */
+int uslub_os_membarrier(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return 0;
+	if (errno != EPERM ||
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+		return -1;
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
 }
 
 void uslub_os_futex_wake(_Atomic uint32_t *word)

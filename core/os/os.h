@@ -59,6 +59,9 @@ int uslub_os_thp_policy(void);
 /* Block on a futex word while it holds `expected` (or until woken); wake waiters. */
 void uslub_os_futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout_ms);
 void uslub_os_futex_wake(_Atomic uint32_t *word);
+/* A full barrier on every running thread of the process (membarrier(2)): the costly side
+ * of an asymmetric fence whose cheap side is a compiler barrier. 0, or -1 if unsupported. */
+int uslub_os_membarrier(void);
 
 /* Resident and huge-page-backed bytes from /proc/self/smaps ("Rss", "AnonHugePages"), read
  * in a fixed buffer: over every mapping, and over the mappings for which ours(start, end)

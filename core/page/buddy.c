@@ -290,6 +290,36 @@ void uslub_pages_free_range(struct page_desc *d, size_t npages)
 	uslub_hooks.background_note(warm << USLUB_PAGE_SHIFT);
 }
 
+void uslub_pages_free_blocks(struct page_desc *const *ds, const uint16_t *npages, unsigned k)
+{
+	uint32_t step = uslub_step_now();
+	struct uslub_node *n = NULL;
+	uint64_t warm = 0;
+	for (unsigned i = 0; i < k; i++) {
+		struct uslub_node *zone = region_of(ds[i])->node;
+		clear_tails(ds[i], npages[i]);
+		ds[i]->owner = NULL;
+		if (zone != n) {
+			if (n) {
+				uslub_note_free(n);
+				pthread_mutex_unlock(&n->lock);
+			}
+			n = zone;
+			uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+		}
+		uslub_free_range_locked(n, ds[i], npages[i], 0, (uint16_t)step);
+	}
+	if (!n)
+		return;
+	uslub_note_free(n);
+	warm = n->warm_free_pages;
+	pthread_mutex_unlock(&n->lock);
+	if (step != atomic_load_explicit(&n->decay_last, memory_order_relaxed))
+		uslub_decay_zone(n, step);
+	uslub_pages_bound();
+	uslub_hooks.background_note(warm << USLUB_PAGE_SHIFT);
+}
+
 void uslub_pages_free(struct page_desc *d, unsigned order)
 {
 	uslub_pages_free_range(d, 1UL << order);

@@ -359,7 +359,8 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 		}
 		p = uslub_os_map_aligned(len, a, align);
 		if (!p && errno == ENOMEM && uslub_os_space_limited() &&
-		    (uslub_huge_cache_release(true) | uslub_pages_unmap_free()))
+		    (uslub_huge_cache_release(true) | uslub_hooks.shrink() |
+		     uslub_pages_unmap_free()))
 			p = uslub_os_map_aligned(len, a, align);
 		if (!p) {
 			errno = ENOMEM;
@@ -494,7 +495,8 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 	if (!q) {
 		bool unmap = retry && len > old && errno == ENOMEM && uslub_os_space_limited();
 		pthread_mutex_unlock(&huge_lock);
-		if (unmap && (uslub_huge_cache_release(true) | uslub_pages_unmap_free()))
+		if (unmap && (uslub_huge_cache_release(true) | uslub_hooks.shrink() |
+			      uslub_pages_unmap_free()))
 			return huge_realloc(p, size, false, found);
 		errno = ENOMEM;
 		return NULL;

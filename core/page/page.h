@@ -93,6 +93,9 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 void uslub_pages_free(struct page_desc *d, unsigned order);
 /* Pages [d, d + npages) back to the buddy as naturally aligned blocks. */
 void uslub_pages_free_range(struct page_desc *d, size_t npages);
+/* Blocks ds[i] of npages[i] pages back, as uslub_pages_free_range does each, with one
+ * lock hold per run of blocks of one zone. */
+void uslub_pages_free_blocks(struct page_desc *const *ds, const uint16_t *npages, unsigned k);
 /* Take pages [d, d + npages) out of the free lists if all are free; 0 on success. */
 int uslub_pages_claim(struct page_desc *d, size_t npages);
 /* npages for a large block from the zone's free blocks only: out of one block of the

@@ -145,7 +145,8 @@ static void *replenish_main(void *arg)
 		long wait = uslub_pages_decay_wait_ms();
 		/* Objects waiting in barns, threads not yet found idle and cached huge
 		 * mappings hold memory that is not free yet: look again in a step. */
-		if (wait < 0 && (held_above_pages || uslub_barns_held() || uslub_huge_cached_bytes))
+		if (wait < 0 && (held_above_pages || uslub_barns_held() ||
+				 uslub_huge_cached_bytes || uslub_medium_depot_pages()))
 			wait = (long)(uslub_config.decay_ms / 8);
 		if (wait < 0) {
 			/* Nothing to decay: sleep until a free wakes us. Looked at again after
@@ -165,9 +166,10 @@ static void *replenish_main(void *arg)
 		uslub_replenish_stats.decay_passes++;
 		/* What sits above the page allocator first, so what it frees decays too: barn
 		 * objects unused for a period, idle threads' slabs and caches, expired huge
-		 * mappings (sheaf.c, thread.c, large.c). */
+		 * mappings, unused medium blocks (sheaf.c, thread.c, huge.c, medium.c). */
 		uslub_barns_decay();
 		uslub_threads_drain_idle();
+		uslub_medium_depots_decay();
 		held_above_pages = uslub_threads_not_idle;
 		uslub_huge_cache_release(false);
 		uslub_replenish_stats.decay_bytes += uslub_pages_decay_all();

@@ -53,30 +53,29 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	uslub_huge_cache_tick();
 
 	struct uslub_thread *t = uslub_tls_thread;
-	struct page_desc *d = NULL;
-	if (npages <= LCACHE_PAGES && align_order == 0 && t->state == THREAD_LIVE) {
-		bool in = uslub_slow_enter(t);
-		if (t->lcache_count[npages]) {
-			d = t->lcache[npages][--t->lcache_count[npages]];
-			t->lcache_pages -= npages;
+	unsigned zone = large_zone_of(t->node, npages);
+	if (npages <= MEDIUM_MAX_PAGES && align_order == 0 && t->state == THREAD_LIVE) {
+		bool locked = uslub_medium_enter(t);
+		struct page_desc *d = uslub_medium_alloc(t, zone, (unsigned)npages);
+		uslub_medium_exit(t, locked);
+		if (!d) {
+			errno = ENOMEM;
+			return NULL;
 		}
-		uslub_slow_exit(t, in);
-	}
-	if (d) {
-		d->flags = 0;
-		atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 		void *p = page_address(d);
 		set_request(d, size);
+		bool cold = d->flags & PF_COLD;
+		d->flags = 0;
 		if (unlikely(uslub_block_debug))
-			uslub_hooks.block_alloc(p, size, npages << USLUB_PAGE_SHIFT, false);
-		if (zero)
+			uslub_hooks.block_alloc(p, size, (size_t)d->objects << USLUB_PAGE_SHIFT,
+						zero && cold);
+		if (zero && !cold)
 			memset(p, 0, size);
 		return p;
 	}
 	/* What the zone has first, in one block or in neighbouring pieces; only then may the
 	 * heap grow (or the other zone lend a block). An aligned block must be one block. */
-	unsigned zone = large_zone_of(t->node, npages);
-	d = align_order ? NULL : uslub_pages_alloc_run(zone, npages);
+	struct page_desc *d = align_order ? NULL : uslub_pages_alloc_run(zone, npages);
 	if (!d) {
 		d = uslub_pages_alloc_exact(zone, order, npages, align_order != 0);
 		if (!d) {
@@ -108,39 +107,25 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 void uslub_large_free(struct page_desc *d, void *p)
 {
 	size_t npages = d->objects;
-	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_huge_cache_tick();
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_free(p, block_request(d), npages << USLUB_PAGE_SHIFT);
 	struct uslub_thread *t = uslub_tls_thread;
-	if (npages <= LCACHE_PAGES && t->state == THREAD_LIVE) {
-		bool in = uslub_slow_enter(t), cached = false;
-		if (t->lcache_count[npages] < LCACHE_DEPTH &&
-		    t->lcache_pages + npages <= LCACHE_PAGES) {
-			t->lcache_pages += npages;
-			d->flags = PF_CACHED;
-			t->lcache[npages][t->lcache_count[npages]++] = d;
-			cached = true;
-		}
-		uslub_slow_exit(t, in);
+	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE) {
+		bool locked = uslub_medium_enter(t);
+		bool cached = uslub_medium_free(t, d, (unsigned)npages);
+		uslub_medium_exit(t, locked);
 		if (cached)
 			return;
 	}
+	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	uslub_pages_free_range(d, npages);
 }
 
 void uslub_large_cache_drain(struct uslub_thread *t)
 {
-	for (unsigned n = 1; n <= LCACHE_PAGES; n++) {
-		while (t->lcache_count[n]) {
-			struct page_desc *d = t->lcache[n][--t->lcache_count[n]];
-			t->lcache_pages -= n;
-			d->flags = 0;
-			__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
-			uslub_pages_free_range(d, n);
-		}
-	}
+	uslub_medium_drain(t);
 }
 
 /* Checkers see the request; otherwise the whole pages may be used. */

@@ -41,6 +41,55 @@ void uslub_large_free(struct page_desc *d, void *p);
 /* Give a thread's cached large blocks back to the page allocator (exit, malloc_trim). */
 void uslub_large_cache_drain(struct uslub_thread *t);
 size_t uslub_large_usable(struct page_desc *d);
+
+/* ---- the thread's medium-block cache (medium.c) -------------------------------------- */
+
+void uslub_medium_init(struct uslub_thread *t);
+/* The owner's way into its cache (medium.c, "ownership"): a store and a compiler barrier,
+ * unless an idle drain is claiming the cache, when it waits on slow_lock instead (true:
+ * taken). uslub_medium_exit lets go of either. */
+static inline bool uslub_medium_enter(struct uslub_thread *t)
+{
+	atomic_store_explicit(&t->medium_busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst); /* membarrier makes it a full fence */
+	if (likely(!atomic_load_explicit(&t->medium_claim, memory_order_acquire))) {
+		if (unlikely(!atomic_load_explicit(&t->active, memory_order_relaxed)))
+			atomic_store_explicit(&t->active, true, memory_order_relaxed);
+		return false;
+	}
+	atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+	return uslub_slow_enter(t);
+}
+static inline void uslub_medium_exit(struct uslub_thread *t, bool locked)
+{
+	if (locked)
+		uslub_slow_exit(t, true);
+	else
+		atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+}
+/* The idle drain's way in, under the thread's slow_lock: the cache to the depot unless the
+ * owner is in it. */
+void uslub_medium_drain_idle(struct uslub_thread *t);
+/* A block of npages (MEDIUM_MIN_PAGES..MEDIUM_MAX_PAGES) pages, or up to a quarter more,
+ * in the large block's state but for its request and flags (PF_COLD when its pages are
+ * fresh); a miss refills from `zone`. NULL when the zone has no memory. Under the
+ * thread's slow_lock, as are the two below. */
+struct page_desc *uslub_medium_alloc(struct uslub_thread *t, unsigned zone, unsigned npages);
+/* Large block d of npages pages into the cache; false if it is another node's. */
+bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned npages);
+/* Every cached block to the depot (or the zones), and the cache's demand forgotten. */
+void uslub_medium_drain(struct uslub_thread *t);
+/* The nodes' depots: given back to the zones when unused for DEPOT_DECAY_MS (the
+ * background thread's pass), or at once (malloc_trim); their pages; fork's locking. */
+void uslub_medium_depots_decay(void);
+void uslub_medium_depots_flush(void);
+/* The shrink hook (hooks.h): the calling thread's cache and the depots to the zones. */
+bool uslub_medium_shrink(void);
+uint64_t uslub_medium_depot_pages(void);
+void uslub_medium_lock_all(void);
+void uslub_medium_unlock_all(void);
+extern const char *const uslub_medium_stat_names[USLUB_NR_MEDIUM_STATS];
+extern uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS]; /* of threads gone */
 void *uslub_large_realloc(struct page_desc *d, void *p, size_t size);
 
 /* ---- slabs ------------------------------------------------------------------------- */

@@ -11,202 +11,19 @@
  *    left out; the other figures are lines of text, each figure's words beside it. The
  *    table has the totals at its foot, JSON near its head. tools/stats/uslub_stats.py
  *    prints the same table from a JSON dump, so a change to it is made there too. */
+#include "stats/emitter.h"
 #include "stats/live.h"
 #include "stats/snapshot.h"
 #include "stats/stats.h"
 
 #include "os/options.h"
+#include "slab/slab.h"
 #include "os/print.h"
 
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---- sinks ------------------------------------------------------------------------ */
-
-/* Where a dump goes: an fd (written as the formatter's buffer fills), or memory (the live
- * page). Every emit() produces well under the formatter's 2 KiB, so in memory mode each
- * one is copied out whole. */
-struct sink {
-	struct uslub_out o;
-	char *mem;
-	size_t cap, len;
-	bool overflow;
-};
-
-static void sink_fd(struct sink *s, int fd)
-{
-	uslub_out_init(&s->o, fd);
-	s->mem = NULL;
-}
-
-static void sink_mem(struct sink *s, char *buf, size_t cap)
-{
-	uslub_out_init(&s->o, -1);
-	s->mem = buf;
-	s->cap = cap;
-	s->len = 0;
-	s->overflow = false;
-}
-
-static void sink_end(struct sink *s)
-{
-	if (!s->mem)
-		uslub_out_flush(&s->o);
-}
-
-/* ---- the emitter ------------------------------------------------------------------ */
-
-enum emit_mode { EMIT_TABLE, EMIT_JSON };
-
-#define EMIT_DEPTH 6
-
-struct emitter {
-	struct sink sink;
-	enum emit_mode mode;
-	bool quiet;		      /* table output held back (a line only some runs have) */
-	unsigned depth;		      /* JSON objects and arrays open */
-	bool item[EMIT_DEPTH];	      /* an item written at this depth: the next needs a comma */
-	const char *line[EMIT_DEPTH]; /* items at this depth start a line with this indent */
-	const char *next_line;	      /* ... and so does the next item, once */
-};
-
-static void emit_v(struct emitter *e, const char *fmt, va_list ap)
-{
-	struct sink *s = &e->sink;
-	uslub_vprintf(&s->o, fmt, ap);
-	if (!s->mem)
-		return;
-	if (s->len + s->o.len <= s->cap)
-		memcpy(s->mem + s->len, s->o.buf, s->o.len);
-	else
-		s->overflow = true;
-	s->len += s->o.len;
-	s->o.len = 0;
-}
-
-/* Raw output, in either mode. */
-__attribute__((format(printf, 2, 3))) static void emit(struct emitter *e, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	emit_v(e, fmt, ap);
-	va_end(ap);
-}
-
-/* Text of the table only. */
-__attribute__((format(printf, 2, 3))) static void table(struct emitter *e, const char *fmt, ...)
-{
-	if (e->mode != EMIT_TABLE || e->quiet)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	emit_v(e, fmt, ap);
-	va_end(ap);
-}
-
-/* The start of a JSON item: the comma after the one before, the line it starts, and its
- * key (NULL in an array). */
-static void json_item(struct emitter *e, const char *key)
-{
-	unsigned d = e->depth;
-	const char *indent = e->next_line ? e->next_line : e->line[d];
-	emit(e, "%s", e->item[d] ? "," : "");
-	if (indent)
-		emit(e, "\n%s", indent);
-	else if (e->item[d])
-		emit(e, " ");
-	e->item[d] = true;
-	e->next_line = NULL;
-	if (key)
-		emit(e, "\"%s\": ", key);
-}
-
-/* An object ('{') or array ('['), whose items start a line with `indent` (NULL: none). */
-static void json_open(struct emitter *e, const char *key, char bracket, const char *indent)
-{
-	if (e->mode != EMIT_JSON)
-		return;
-	json_item(e, key);
-	emit(e, "%c", bracket);
-	e->depth++;
-	e->item[e->depth] = false;
-	e->line[e->depth] = indent;
-}
-
-static void json_close(struct emitter *e, char bracket)
-{
-	if (e->mode != EMIT_JSON)
-		return;
-	e->depth--;
-	emit(e, "%c", bracket);
-}
-
-/* From here on, the items of the open level start a line with `indent`. */
-static void json_lines(struct emitter *e, const char *indent)
-{
-	e->line[e->depth] = indent;
-}
-
-/* The next item starts a line with `indent`. */
-static void json_break(struct emitter *e, const char *indent)
-{
-	e->next_line = indent;
-}
-
-/* One JSON item: its key, then the value as `fmt` writes it. */
-__attribute__((format(printf, 3, 4))) static void json_kv(struct emitter *e, const char *key,
-							  const char *fmt, ...)
-{
-	if (e->mode != EMIT_JSON)
-		return;
-	json_item(e, key);
-	va_list ap;
-	va_start(ap, fmt);
-	emit_v(e, fmt, ap);
-	va_end(ap);
-}
-
-#define json_u64(e, key, v) json_kv(e, key, "%lu", (uint64_t)(v))
-#define json_str(e, key, v) json_kv(e, key, "\"%s\"", v)
-
-/* What a figure counts: the table shows bytes and pages in KiB, JSON as they are. */
-enum unit { COUNT, BYTES, PAGES };
-
-#define KIB(x) ((x) >> 10)
-
-static uint64_t shown(enum unit u, uint64_t v)
-{
-	return u == BYTES ? KIB(v) : u == PAGES ? KIB(v << USLUB_PAGE_SHIFT) : v;
-}
-
-/* One figure: `"key": v` in JSON; in the table `text`, a format with one %lu. A NULL key
- * or text leaves the figure out of that format. */
-static void emit_kv(struct emitter *e, const char *key, const char *text, enum unit u, uint64_t v)
-{
-	if (e->mode == EMIT_JSON && key)
-		json_u64(e, key, v);
-	else if (e->mode == EMIT_TABLE && text && !e->quiet)
-		emit(e, text, shown(u, v));
-}
-
-/* A row of figures: `"key": [a, b]` in JSON; in the table `text`, then " %lu" each. */
-static void emit_array(struct emitter *e, const char *key, const char *text, const uint64_t *v,
-		       unsigned n)
-{
-	if (e->mode == EMIT_JSON && key) {
-		json_item(e, key);
-		emit(e, "[");
-		for (unsigned k = 0; k < n; k++)
-			emit(e, "%s%lu", k ? ", " : "", v[k]);
-		emit(e, "]");
-	} else if (e->mode == EMIT_TABLE && text && !e->quiet) {
-		emit(e, "%s", text);
-		for (unsigned k = 0; k < n; k++)
-			emit(e, " %lu", v[k]);
-	}
-}
 
 /* ---- the caches' table ------------------------------------------------------------ */
 
@@ -530,6 +347,14 @@ static void emit_page_allocator(struct emitter *e, const struct snap *s)
 	for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++) {
 		table(e, "%s %s by order", k ? "," : "", uslub_pcp_stat_names[k]);
 		emit_array(e, uslub_pcp_stat_names[k], "", s->pcp[k], PCP_ORDERS);
+	}
+	/* The threads' medium-block caches (slab/medium.c). */
+	emit_kv(e, "medium_bytes", "\nuslub: thread medium-block caches: %lu KiB", BYTES,
+		s->medium_pages << USLUB_PAGE_SHIFT);
+	emit_kv(e, "depot_bytes", ", depots %lu KiB", BYTES, s->depot_pages << USLUB_PAGE_SHIFT);
+	for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++) {
+		table(e, "%s %s", k ? "," : ";", uslub_medium_stat_names[k]);
+		emit_kv(e, uslub_medium_stat_names[k], " %lu", COUNT, s->medium[k]);
 	}
 	table(e, "\n");
 	json_close(e, '}');

@@ -13,6 +13,7 @@
 #include "stats/snapshot.h"
 
 #include "page/node.h"
+#include "slab/slab.h"
 #include "stats/stats.h"
 
 #include <string.h>
@@ -46,8 +47,11 @@ static void read_counters(struct snap *s)
 		for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++)
 			for (unsigned o = 0; o < PCP_ORDERS; o++)
 				s->pcp[k][o] = load(&uslub_pcp_stat[k][o]);
+		for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++)
+			s->medium[k] = load(&uslub_medium_stat[k]);
 		s->threads = 0;
 		s->pcp_pages = 0;
+		s->medium_pages = 0;
 		urcu_bp_read_lock();
 		for (struct uslub_thread *t = __atomic_load_n(&uslub_registry, __ATOMIC_ACQUIRE); t;
 		     t = __atomic_load_n(&t->reg_next, __ATOMIC_ACQUIRE)) {
@@ -60,6 +64,9 @@ static void read_counters(struct snap *s)
 				for (unsigned o = 0; o < PCP_ORDERS; o++)
 					s->pcp[k][o] += load(&t->pcp_stat[k][o]);
 			s->pcp_pages += __atomic_load_n(&t->pcp_count, __ATOMIC_RELAXED);
+			for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++)
+				s->medium[k] += load(&t->medium_stat[k]);
+			s->medium_pages += __atomic_load_n(&t->medium.pages, __ATOMIC_RELAXED);
 		}
 		urcu_bp_read_unlock();
 		atomic_thread_fence(memory_order_acquire);
@@ -166,7 +173,11 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 		s->tot.returned += ns->released;
 		s->tot.free_pages += ns->free_pages << USLUB_PAGE_SHIFT;
 	}
+	/* Out of the buddy as large blocks, less those waiting in the threads' caches. */
+	s->depot_pages = uslub_medium_depot_pages();
+	uint64_t cached = (s->medium_pages + s->depot_pages) << USLUB_PAGE_SHIFT;
 	s->large_bytes = atomic_load(&uslub_large_bytes);
+	s->large_bytes = s->large_bytes > cached ? s->large_bytes - cached : 0;
 	s->tot.mapped = atomic_load(&uslub_mapped_bytes);
 	s->tot.peak_mapped = atomic_load(&uslub_peak_mapped);
 	s->tot.huge = atomic_load(&uslub_huge_bytes);

@@ -13,6 +13,7 @@ void uslub_lock_all(void)
 		for (unsigned n = 0; n < uslub_nr_nodes; n++)
 			uslub_lock(&cache_node_of(&uslub_caches[i], n)->list_lock, USLUB_LOCK_LIST);
 	uslub_barns_lock_all();
+	uslub_medium_lock_all();
 	uslub_pages_lock_all();
 	uslub_huge_lock();
 }
@@ -21,6 +22,7 @@ void uslub_unlock_all(void)
 {
 	uslub_huge_unlock();
 	uslub_pages_unlock_all();
+	uslub_medium_unlock_all();
 	uslub_barns_unlock_all();
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		for (unsigned n = 0; n < uslub_nr_nodes; n++)

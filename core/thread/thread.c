@@ -120,6 +120,7 @@ struct uslub_thread *uslub_thread_create(void)
 	t->node = uslub_node_current();
 	uslub_pcp_init(t);
 	t->pcp_node = t->node;
+	uslub_medium_init(t);
 	/* The sheaves open at each class's first slow path (uslub_sheaf_open), not here:
 	 * writing 36 capacities would touch every page of the state, and a thread that
 	 * uses a few classes would pay for all of them in resident memory. */
@@ -159,6 +160,10 @@ void uslub_stats_fold(struct uslub_thread *t)
 					   __ATOMIC_RELAXED);
 			__atomic_store_n(&t->pcp_stat[k][o], 0, __ATOMIC_RELAXED);
 		}
+	}
+	for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++) {
+		__atomic_fetch_add(&uslub_medium_stat[k], t->medium_stat[k], __ATOMIC_RELAXED);
+		__atomic_store_n(&t->medium_stat[k], 0, __ATOMIC_RELAXED);
 	}
 	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_release);
 	pthread_mutex_unlock(&uslub_stat_lock);
@@ -361,7 +366,7 @@ static void drain_state(struct uslub_thread *t)
 	uslub_thread_flush_slabs(t);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		t->cpu[i].shared_refills = 0;
-	uslub_large_cache_drain(t);
+	uslub_medium_drain_idle(t);
 }
 
 unsigned uslub_threads_drain_idle(void)

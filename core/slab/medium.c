@@ -1,0 +1,386 @@
+/* The thread's medium-block cache and the node's depot behind it: freed large blocks of
+ * MEDIUM_MIN_PAGES..MEDIUM_MAX_PAGES pages (8 KiB < size <= 128 KiB), kept by size for
+ * the next request, so a program that replaces buffers, vectors and strings of these sizes
+ * does it without the zone lock and without the buddy's split and coalesce (issue 24:
+ * every such block went through both, under a lock both threads took). tcmalloc's per-CPU
+ * caches and transfer cache, and the kernel's per-CPU page lists up to order 3 since Linux
+ * 5.13 with the sheaves' barn behind them, are the same answer.
+ *
+ *  - bins: one list per page count (struct medium_bins). A request of n pages takes a
+ *    block of n pages, or of up to n + n/4 when its own bin is empty: large.c keeps the
+ *    request, and what it costs is pages the block had already, not new ones.
+ *  - miss: a batch comes from the node's depot, taken with a trylock, else from the zone
+ *    in one trip, cut from one run of free pages (one lock, one search). The batch grows
+ *    with `high`.
+ *  - high: what the thread's cache may hold, in pages. MEDIUM_HIGH_MIN at first (what the
+ *    old per-size slots held), raised by every batch the thread takes and every flush it
+ *    makes, up to MEDIUM_HIGH_MAX: a thread that replaces blocks at a steady rate keeps
+ *    what its churn needs, one that makes a few keeps a few.
+ *  - flush: past high, half of every bin goes, the bin just freed into first, so each
+ *    size keeps some stock, down to half of high: to the depot while it has room (a
+ *    thread that frees what another allocated - producer and consumer - hands them over
+ *    a batch at a time), the rest to the zones, one lock hold per zone and batch.
+ *  - the depot: DEPOT_MAX_PAGES a node, under its lock. The background thread gives it
+ *    all back to the zones once a pass finds it unused since the pass before (one
+ *    DEPOT_DECAY_MS at least); malloc_trim at once.
+ *  - idle, exit: a thread's whole cache to the depot (thread.c, idle drain), high to its
+ *    start.
+ *
+ * Ownership. The owner goes into its cache on every medium malloc and free, and an
+ * atomic exchange on slow_lock each time cost as much as the rest of the cache's work
+ * (19 ns a pair here: tools/bench/results/medium-blocks.md). So the owner only marks
+ * itself `medium_busy` (a plain store) and reads `medium_claim`; the idle drain, holding
+ * slow_lock, sets claim, makes every running thread pass a full barrier (membarrier(2),
+ * as liburcu's memb flavour does for its readers), and goes in only if busy is clear -
+ * Dekker's handshake with the costly fence on the rare side. An owner that finds claim
+ * set takes slow_lock, which the drain holds until it has cleared claim. Without
+ * membarrier the drain leaves the cache alone (exit and malloc_trim still empty it, the
+ * owner's own doing).
+ *
+ * A cached block stays a large block (kind PAGE_LARGE, PF_CACHED), in a thread's cache or
+ * the depot, so freeing it again is reported as a double free, and the heap walker counts
+ * it apart. uslub_large_bytes counts the pages of large blocks out of the buddy, the
+ * cached ones with them, so that the hits write no shared counter; the stats take the
+ * caches' pages back out. The owner touches its cache under its slow_lock, as its page
+ * cache. Lock order: a depot's lock, then a zone's (only for the batch's rest, after the
+ * depot's is dropped: they never nest). */
+#include "slab/slab.h"
+#include "os/os.h"
+#include "page/page.h"
+
+#if USLUB_STATS_ENABLED
+#define medium_stat(t, item, n) ((t)->medium_stat[USLUB_##item] += (n))
+#else
+#define medium_stat(t, item, n) ((void)(t), (void)(n))
+#endif
+
+const char *const uslub_medium_stat_names[USLUB_NR_MEDIUM_STATS] = {
+#define X(id, name) #name,
+    USLUB_MEDIUM_STAT_ITEMS(X)
+#undef X
+};
+uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS];
+
+/* Blocks moved in one batch: one array on the stack, so a flush takes no memory. */
+#define FLUSH_BATCH 64
+/* A node's depot holds up to 4 MiB: two threads' caches at their high, what a producer
+ * hands a consumer between two of its refills. */
+#define DEPOT_MAX_PAGES 1024
+/* ... and gives it all back once unused for a second, as a barn does (thread/barn.c). */
+#define DEPOT_DECAY_MS 1000
+
+struct depot {
+	pthread_mutex_t lock;
+	struct medium_bins bins;
+	bool used; /* a thread took from it since the last decay pass */
+};
+static struct depot depots[MAX_NODES] = {[0 ... MAX_NODES - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+
+static void bin_push(struct medium_bins *m, struct page_desc *d, unsigned n)
+{
+	d->next = m->head[n];
+	m->head[n] = d;
+	m->count[n]++;
+	m->nonempty |= 1ULL << n;
+	m->pages += n;
+}
+
+static struct page_desc *bin_pop(struct medium_bins *m, unsigned n)
+{
+	struct page_desc *d = m->head[n];
+	m->head[n] = d->next;
+	if (!--m->count[n])
+		m->nonempty &= ~(1ULL << n);
+	m->pages -= n;
+	return d;
+}
+
+/* The first bin from n to n + n/4 that has a block, or 0. */
+static unsigned bin_fit(const struct medium_bins *m, unsigned n)
+{
+	unsigned last = n + n / 4 < MEDIUM_MAX_PAGES ? n + n / 4 : MEDIUM_MAX_PAGES;
+	uint64_t fit = m->nonempty & ~((1ULL << n) - 1) & ((2ULL << last) - 1);
+	return fit ? (unsigned)__builtin_ctzll(fit) : 0;
+}
+
+static void raise_high(struct uslub_thread *t, unsigned pages)
+{
+	unsigned high = t->medium_high + pages;
+	t->medium_high = high < MEDIUM_HIGH_MAX ? high : MEDIUM_HIGH_MAX;
+}
+
+/* Blocks of n pages a refill brings: a quarter of high's worth, 1 to MEDIUM_BATCH. */
+static unsigned batch_of(const struct uslub_thread *t, unsigned n)
+{
+	unsigned b = t->medium_high / 4 / n;
+	return b < 1 ? 1 : b > MEDIUM_BATCH ? MEDIUM_BATCH : b;
+}
+
+/* Page d made the head of a block of n pages, in the cache's state. */
+static void carve(struct page_desc *d, unsigned n, unsigned order, uint8_t flags)
+{
+	d->cls = CLS_NONE; /* fails the free fast path's object test */
+	__atomic_store_n(&d->kind, PAGE_LARGE, __ATOMIC_RELAXED);
+	d->objects = (uint16_t)n;
+	d->order = (uint8_t)order;
+	d->owner = NULL;
+	d->flags = flags;
+	for (unsigned i = 1; i < n; i++)
+		d[i].head = d;
+	__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
+}
+
+/* Up to b blocks of n pages (or a little more) from the node's depot, the first returned
+ * and the rest into the thread's cache; NULL if the depot has none or is busy. */
+static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned b)
+{
+	struct depot *dp = &depots[t->medium_node];
+	if (!(__atomic_load_n(&dp->bins.nonempty, __ATOMIC_RELAXED) >> n) ||
+	    !uslub_trylock(&dp->lock, USLUB_LOCK_DEPOT))
+		return NULL;
+	unsigned m = bin_fit(&dp->bins, n);
+	struct page_desc *d = NULL;
+	if (m) {
+		d = bin_pop(&dp->bins, m);
+		for (unsigned i = 1; i < b && dp->bins.count[m]; i++)
+			bin_push(&t->medium, bin_pop(&dp->bins, m), m);
+		dp->used = true;
+	}
+	pthread_mutex_unlock(&dp->lock);
+	return d;
+}
+
+/* A batch of blocks of n pages: from the depot, else from `zone` in one trip - one run
+ * of free pages if the zone has it, else a single block from its free memory (warm pages
+ * reused beat a batch: a fresh page costs a fault), else cut from a block the zone grows
+ * for it. The first is returned, the rest go into the bins. */
+static struct page_desc *refill(struct uslub_thread *t, unsigned zone, unsigned n)
+{
+	raise_high(t, n);
+	unsigned b = batch_of(t, n), before = t->medium.pages;
+	medium_stat(t, MEDIUM_MISS, 1);
+	struct page_desc *d = from_depot(t, n, b);
+	if (d) {
+		medium_stat(t, MEDIUM_DEPOT, 1);
+		medium_stat(t, MEDIUM_REFILL, (t->medium.pages - before) / d->objects);
+		raise_high(t, t->medium.pages - before);
+		return d;
+	}
+	d = uslub_pages_alloc_run(zone, (size_t)b * n);
+	if (!d && b > 1 && (d = uslub_pages_alloc_run(zone, n)))
+		b = 1;
+	if (!d) {
+		size_t pages = (size_t)b * n;
+		d = uslub_pages_alloc_exact(zone, uslub_get_order(pages << USLUB_PAGE_SHIFT), pages,
+					    false);
+		if (!d)
+			return NULL;
+	}
+	unsigned order = uslub_get_order((size_t)n << USLUB_PAGE_SHIFT);
+	/* The run's first block keeps its freshness, so calloc skips zeroing it. */
+	carve(d, n, order, d->flags & PF_COLD);
+	for (unsigned i = 1; i < b; i++) {
+		carve(d + (size_t)i * n, n, order, PF_CACHED);
+		bin_push(&t->medium, d + (size_t)i * n, n);
+	}
+	atomic_fetch_add(&uslub_large_bytes, ((size_t)b * n) << USLUB_PAGE_SHIFT);
+	uslub_note_in_use();
+	raise_high(t, (b - 1) * n);
+	medium_stat(t, MEDIUM_REFILL, b - 1);
+	return d;
+}
+
+void uslub_medium_init(struct uslub_thread *t)
+{
+	t->medium_high = MEDIUM_HIGH_MIN;
+	t->medium_node = t->node;
+}
+
+struct page_desc *uslub_medium_alloc(struct uslub_thread *t, unsigned zone, unsigned n)
+{
+	if (unlikely(t->node != t->medium_node)) {
+		/* The thread moved: its cached blocks are the old node's memory. */
+		uslub_medium_drain(t);
+		t->medium_node = t->node;
+	}
+	unsigned m = bin_fit(&t->medium, n);
+	if (!m)
+		return refill(t, zone, n);
+	struct page_desc *d = bin_pop(&t->medium, m);
+	d->flags = 0;
+	medium_stat(t, MEDIUM_HIT, 1);
+	return d;
+}
+
+/* Blocks back to their zones: the kind first, so that from here on they are free pages
+ * and no longer a cache's. */
+static void hand_back(struct page_desc **batch, const uint16_t *pages, unsigned k)
+{
+	size_t total = 0;
+	for (unsigned i = 0; i < k; i++) {
+		batch[i]->flags = 0;
+		__atomic_store_n(&batch[i]->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
+		total += pages[i];
+	}
+	atomic_fetch_sub(&uslub_large_bytes, total << USLUB_PAGE_SHIFT);
+	uslub_pages_free_blocks(batch, pages, k);
+}
+
+/* A batch into node's depot while it has room; the rest to the zones. */
+static void put_back(unsigned node, struct page_desc **batch, uint16_t *pages, unsigned k)
+{
+	struct depot *dp = &depots[node];
+	unsigned i = 0;
+	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
+	for (; i < k && dp->bins.pages + pages[i] <= DEPOT_MAX_PAGES; i++)
+		bin_push(&dp->bins, batch[i], pages[i]);
+	pthread_mutex_unlock(&dp->lock);
+	if (i < k)
+		hand_back(batch + i, pages + i, k - i);
+}
+
+/* Blocks out of the cache until it holds at most `keep` pages: half of each bin's, the
+ * warmest first, bin `first` first, so every size keeps some stock. A step takes a block
+ * or moves to the next bin (at most 64 a round, and a round halves every bin), so the
+ * steps are bounded. */
+static void flush(struct uslub_thread *t, unsigned keep, unsigned first)
+{
+	struct medium_bins *m = &t->medium;
+	struct page_desc *batch[FLUSH_BATCH];
+	uint16_t pages[FLUSH_BATCH];
+	unsigned k = 0, flushed = 0, n = first, take = (m->count[first] + 1) / 2;
+	uint64_t left = m->nonempty & ~(1ULL << first);
+	for (unsigned steps = m->pages + 512; m->pages > keep && steps; steps--) {
+		if (!take || !m->count[n]) {
+			if (!left)
+				left = m->nonempty; /* another round */
+			if (!left)
+				break;
+			n = (unsigned)__builtin_ctzll(left);
+			left &= left - 1;
+			take = (m->count[n] + 1) / 2;
+			continue;
+		}
+		batch[k] = bin_pop(m, n);
+		pages[k++] = (uint16_t)n;
+		take--;
+		flushed++;
+		if (k == FLUSH_BATCH) {
+			put_back(t->medium_node, batch, pages, k);
+			k = 0;
+		}
+	}
+	if (k)
+		put_back(t->medium_node, batch, pages, k);
+	medium_stat(t, MEDIUM_FLUSH, flushed);
+}
+
+bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n)
+{
+	if (unlikely(region_of(d)->nid != t->medium_node))
+		return false;
+	d->flags = PF_CACHED;
+	bin_push(&t->medium, d, n);
+	medium_stat(t, MEDIUM_FREE, 1);
+	if (t->medium.pages > t->medium_high) {
+		unsigned before = t->medium.pages;
+		flush(t, t->medium_high / 2, n);
+		raise_high(t, before - t->medium.pages);
+	}
+	return true;
+}
+
+void uslub_medium_drain(struct uslub_thread *t)
+{
+	if (t->medium.pages)
+		flush(t, 0, MEDIUM_MIN_PAGES);
+	t->medium_high = MEDIUM_HIGH_MIN;
+}
+
+void uslub_medium_drain_idle(struct uslub_thread *t)
+{
+	atomic_store_explicit(&t->medium_claim, 1, memory_order_relaxed);
+	if (uslub_os_membarrier() == 0 &&
+	    !atomic_load_explicit(&t->medium_busy, memory_order_acquire))
+		uslub_medium_drain(t);
+	atomic_store_explicit(&t->medium_claim, 0, memory_order_release);
+}
+
+/* ---- the depots ------------------------------------------------------------------- */
+
+/* All of node's depot to the zones, a batch at a time, unless a thread took from it since
+ * the last look (`if_unused`). */
+static void depot_empty(unsigned node, bool if_unused)
+{
+	struct depot *dp = &depots[node];
+	struct page_desc *batch[FLUSH_BATCH];
+	uint16_t pages[FLUSH_BATCH];
+	for (unsigned rounds = 0; rounds < DEPOT_MAX_PAGES; rounds++) {
+		unsigned k = 0;
+		uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
+		bool used = dp->used;
+		dp->used = false;
+		if (!(if_unused && used))
+			for (; k < FLUSH_BATCH && dp->bins.nonempty; k++) {
+				unsigned n = (unsigned)__builtin_ctzll(dp->bins.nonempty);
+				batch[k] = bin_pop(&dp->bins, n);
+				pages[k] = (uint16_t)n;
+			}
+		pthread_mutex_unlock(&dp->lock);
+		if (!k)
+			return;
+		hand_back(batch, pages, k);
+		if_unused = false; /* decided at the first look */
+	}
+}
+
+void uslub_medium_depots_decay(void)
+{
+	static _Atomic uint64_t last;
+	uint64_t now = uslub_os_now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
+	if (now - then < DEPOT_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
+		return;
+	for (unsigned node = 0; node < MAX_NODES; node++)
+		if (__atomic_load_n(&depots[node].bins.pages, __ATOMIC_RELAXED))
+			depot_empty(node, true);
+}
+
+void uslub_medium_depots_flush(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++)
+		if (__atomic_load_n(&depots[node].bins.pages, __ATOMIC_RELAXED))
+			depot_empty(node, false);
+}
+
+bool uslub_medium_shrink(void)
+{
+	uint64_t before = atomic_load(&uslub_large_bytes);
+	struct uslub_thread *t = uslub_tls_thread;
+	if (t->state == THREAD_LIVE) {
+		bool locked = uslub_medium_enter(t);
+		uslub_medium_drain(t);
+		uslub_medium_exit(t, locked);
+	}
+	uslub_medium_depots_flush();
+	return atomic_load(&uslub_large_bytes) < before;
+}
+
+uint64_t uslub_medium_depot_pages(void)
+{
+	uint64_t pages = 0;
+	for (unsigned node = 0; node < MAX_NODES; node++)
+		pages += __atomic_load_n(&depots[node].bins.pages, __ATOMIC_RELAXED);
+	return pages;
+}
+
+void uslub_medium_lock_all(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++)
+		uslub_lock(&depots[node].lock, USLUB_LOCK_DEPOT);
+}
+
+void uslub_medium_unlock_all(void)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++)
+		pthread_mutex_unlock(&depots[node].lock);
+}
