@@ -24,7 +24,7 @@ void *uslub_calloc(size_t nmemb, size_t size)
 		return p;
 	}
 	uslub_init();
-	return uslub_large_alloc(total, 0, true);
+	return uslub_thread_large_alloc(total, 0, true);
 }
 
 void *uslub_realloc(void *p, size_t size)
@@ -120,7 +120,7 @@ static void *aligned_alloc_any(size_t alignment, size_t size)
 		return p;
 	}
 	uslub_init();
-	return uslub_large_alloc(size, alignment, false);
+	return uslub_thread_large_alloc(size, alignment, false);
 }
 
 int uslub_posix_memalign(void **out, size_t alignment, size_t size)

@@ -49,7 +49,7 @@ free_classified(void *p, const struct uslub_ptr *ptr, const char *op, void *call
 			uslub_report_no_block(op, p);
 		break;
 	case PTR_LARGE:
-		uslub_large_free(ptr->d, p); /* takes the thread's slow_lock for its cache */
+		uslub_thread_large_free(ptr->d, p); /* into the thread's medium cache */
 		uslub_safe_point();
 		break;
 	case PTR_SLAB:

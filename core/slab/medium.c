@@ -68,6 +68,9 @@ uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS];
 #define DEPOT_MAX_PAGES 1024
 /* ... and gives it all back once unused for a second, as a barn does (thread/barn.c). */
 #define DEPOT_DECAY_MS 1000
+/* Flushes raise high up to 256 KiB: a consumer passes blocks on a batch at a time without
+ * holding what a producer waits for. */
+#define MEDIUM_FLUSH_HIGH (4 * MEDIUM_HIGH_MIN)
 
 struct depot {
 	pthread_mutex_t lock;
@@ -82,7 +85,8 @@ static void bin_push(struct medium_bins *m, struct page_desc *d, unsigned n)
 	m->head[n] = d;
 	m->count[n]++;
 	m->nonempty |= 1ULL << n;
-	m->pages += n;
+	/* Relaxed atomics: the stats and the background thread peek at it unlocked. */
+	__atomic_store_n(&m->pages, m->pages + n, __ATOMIC_RELAXED);
 }
 
 static struct page_desc *bin_pop(struct medium_bins *m, unsigned n)
@@ -91,7 +95,7 @@ static struct page_desc *bin_pop(struct medium_bins *m, unsigned n)
 	m->head[n] = d->next;
 	if (!--m->count[n])
 		m->nonempty &= ~(1ULL << n);
-	m->pages -= n;
+	__atomic_store_n(&m->pages, m->pages - n, __ATOMIC_RELAXED);
 	return d;
 }
 
@@ -131,13 +135,15 @@ static void carve(struct page_desc *d, unsigned n, unsigned order, uint8_t flags
 }
 
 /* Up to b blocks of n pages (or a little more) from the node's depot, the first returned
- * and the rest into the thread's cache; NULL if the depot has none or is busy. */
+ * and the rest into the thread's cache; NULL if the depot has none. Larger blocks are not
+ * cut to size: cutting them scattered the blocks' first pages over memory never touched,
+ * three times the page faults at 8-128 KiB (tools/bench/results/medium-blocks.md). */
 static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned b)
 {
 	struct depot *dp = &depots[t->medium_node];
-	if (!(__atomic_load_n(&dp->bins.nonempty, __ATOMIC_RELAXED) >> n) ||
-	    !uslub_trylock(&dp->lock, USLUB_LOCK_DEPOT))
+	if (!(__atomic_load_n(&dp->bins.nonempty, __ATOMIC_RELAXED) >> n))
 		return NULL;
+	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
 	unsigned m = bin_fit(&dp->bins, n);
 	struct page_desc *d = NULL;
 	if (m) {
@@ -158,6 +164,9 @@ static struct page_desc *refill(struct uslub_thread *t, unsigned zone, unsigned 
 {
 	raise_high(t, n);
 	unsigned b = batch_of(t, n), before = t->medium.pages;
+	/* Never past the cache's bound: the next free flushes what passes high. */
+	while (b > 1 && t->medium.pages + (b - 1) * n > MEDIUM_HIGH_MAX)
+		b--;
 	medium_stat(t, MEDIUM_MISS, 1);
 	struct page_desc *d = from_depot(t, n, b);
 	if (d) {
@@ -226,15 +235,43 @@ static void hand_back(struct page_desc **batch, const uint16_t *pages, unsigned 
 	uslub_pages_free_blocks(batch, pages, k);
 }
 
-/* A batch into node's depot while it has room; the rest to the zones. */
+/* The depot's bin that holds the most pages: what it has too much of. */
+static unsigned bin_fullest(const struct medium_bins *m)
+{
+	unsigned best = 0;
+	for (uint64_t left = m->nonempty; left; left &= left - 1) {
+		unsigned n = (unsigned)__builtin_ctzll(left);
+		if (!best || (unsigned)m->count[n] * n > (unsigned)m->count[best] * best)
+			best = n;
+	}
+	return best;
+}
+
+/* A batch into node's depot. A full depot makes room from its fullest bin, so it keeps
+ * the sizes threads ask for rather than clogging with those they do not (the depot of
+ * a producer and a consumer filled with blocks the producer never asked for, and the
+ * consumer's frees went past it). What it cannot take goes to the zones. */
 static void put_back(unsigned node, struct page_desc **batch, uint16_t *pages, unsigned k)
 {
 	struct depot *dp = &depots[node];
-	unsigned i = 0;
+	struct page_desc *out[FLUSH_BATCH];
+	uint16_t out_pages[FLUSH_BATCH];
+	unsigned i = 0, e = 0;
 	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
-	for (; i < k && dp->bins.pages + pages[i] <= DEPOT_MAX_PAGES; i++)
+	for (; i < k; i++) {
+		while (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES && e < FLUSH_BATCH &&
+		       dp->bins.nonempty) {
+			unsigned n = bin_fullest(&dp->bins);
+			out[e] = bin_pop(&dp->bins, n);
+			out_pages[e++] = (uint16_t)n;
+		}
+		if (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES)
+			break;
 		bin_push(&dp->bins, batch[i], pages[i]);
+	}
 	pthread_mutex_unlock(&dp->lock);
+	if (e)
+		hand_back(out, out_pages, e);
 	if (i < k)
 		hand_back(batch + i, pages + i, k - i);
 }
@@ -285,7 +322,10 @@ bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n)
 	if (t->medium.pages > t->medium_high) {
 		unsigned before = t->medium.pages;
 		flush(t, t->medium_high / 2, n);
-		raise_high(t, before - t->medium.pages);
+		/* A thread that frees more than it takes batches its flushes, up to a limit:
+		 * it holds what others will allocate (a consumer's frees). */
+		if (t->medium_high < MEDIUM_FLUSH_HIGH)
+			raise_high(t, before - t->medium.pages);
 	}
 	return true;
 }

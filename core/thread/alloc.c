@@ -73,7 +73,30 @@ void *uslub_slab_alloc_slow(size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return uslub_large_alloc(size, 0, false);
+	return uslub_thread_large_alloc(size, 0, false);
+}
+
+/* A medium block goes through the thread's cache (slab/medium.c), so a thread whose first
+ * requests are medium ones makes its state for them, as its first small one would. */
+static void medium_state(size_t size)
+{
+	if (unlikely(uslub_tls_thread->state == THREAD_EMPTY) && size <= (size_t)MEDIUM_MAX_PAGES
+									     << USLUB_PAGE_SHIFT) {
+		uslub_safe_point();
+		uslub_thread_create();
+	}
+}
+
+void *uslub_thread_large_alloc(size_t size, size_t align, bool zero)
+{
+	medium_state(size);
+	return uslub_large_alloc(size, align, zero);
+}
+
+void uslub_thread_large_free(struct page_desc *d, void *p)
+{
+	medium_state((size_t)d->objects << USLUB_PAGE_SHIFT);
+	uslub_large_free(d, p);
 }
 
 /* The owner's free objects of a frozen slab: its local list, else its remote list, else

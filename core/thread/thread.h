@@ -31,6 +31,9 @@ void uslub_thread_flush(struct uslub_thread *t);
 /* The same without the sheaves (an idle thread's, thread.c). */
 void uslub_thread_flush_slabs(struct uslub_thread *t);
 struct uslub_thread *uslub_thread_create(void);
+/* uslub_large_alloc and _free, with the thread's state made first for a medium block. */
+void *uslub_thread_large_alloc(size_t size, size_t align, bool zero);
+void uslub_thread_large_free(struct page_desc *d, void *p);
 /* Tear down the states of threads that are gone without their key destructor having run:
  * up to `budget` states looked at, or 0 for one pass over the whole registry. Takes no
  * lock of the caller's; skipped while another thread sweeps. */

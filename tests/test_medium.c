@@ -1,0 +1,197 @@
+/* The medium-block cache's sharing (core/slab/medium.c), linked with the engine:
+ *
+ * - Ownership: a thread replaces medium blocks (each filled with its own tag and checked
+ *   before it is freed) while another thread keeps draining its cache the idle drain's
+ *   way (uslub_medium_drain_idle under its slow_lock): every drain that found the owner
+ *   outside its cache emptied it, none touched a block in use, and the heap walker finds
+ *   every block where it should be. Under TSan, the handshake's happens-before edges.
+ * - The depot: a producer allocates blocks that a consumer frees; the consumer's flushes
+ *   land in the node's depot and the producer's misses are served from it (no trip to the
+ *   zone), the depot never holds more than its bound, and malloc_trim empties it.
+ * - Decay: a depot a thread took nothing from for a pass goes back to the zones at the
+ *   next one (the background thread's passes, called directly here). */
+#include "debug/check.h"
+#include "slab/slab.h"
+#include "thread/thread.h"
+#include "test_util.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+enum { LIVE = 64, STEPS = 200000, QUEUE = 256, TRANSFERS = 40000 };
+
+static _Atomic int stop;
+static _Atomic(struct uslub_thread *) owner_state;
+static _Atomic unsigned long owner_steps;
+
+static size_t medium_size(uint64_t r)
+{
+	return USLUB_MAX_SMALL + 1 + (size_t)(r % (MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE - 8193));
+}
+
+static uint64_t next_rand(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+	return *s >> 17;
+}
+
+static void *owner(void *arg)
+{
+	(void)arg;
+	unsigned char *live[LIVE];
+	size_t size[LIVE];
+	uint64_t seed = 7;
+	for (unsigned i = 0; i < LIVE; i++) {
+		size[i] = medium_size(next_rand(&seed));
+		live[i] = MALLOC(size[i]);
+		memset(live[i], (int)i, size[i]);
+	}
+	atomic_store(&owner_state, uslub_tls_thread);
+	for (unsigned s = 0; s < STEPS; s++) {
+		unsigned i = (unsigned)(next_rand(&seed) % LIVE);
+		CHECK(live[i][0] == (unsigned char)i && live[i][size[i] - 1] == (unsigned char)i);
+		FREE(live[i]);
+		size[i] = medium_size(next_rand(&seed));
+		live[i] = MALLOC(size[i]);
+		CHECK(live[i] != NULL);
+		live[i][0] = live[i][size[i] - 1] = (unsigned char)i;
+		atomic_store_explicit(&owner_steps, s + 1, memory_order_relaxed);
+	}
+	atomic_store(&stop, 1);
+	for (unsigned i = 0; i < LIVE; i++)
+		FREE(live[i]);
+	return NULL;
+}
+
+static void ownership(void)
+{
+	tu_section("a thread replaces medium blocks while another drains its cache");
+	pthread_t tid;
+	CHECK(pthread_create(&tid, NULL, owner, NULL) == 0);
+	struct uslub_thread *t;
+	while (!(t = atomic_load(&owner_state)))
+		sched_yield();
+	unsigned long tries = 0, emptied = 0;
+	while (!atomic_load(&stop)) {
+		if (atomic_exchange_explicit(&t->slow_lock, 1, memory_order_acquire))
+			continue; /* the owner's own slow path holds it */
+		uslub_medium_drain_idle(t);
+		/* Still under slow_lock: the owner is kept out, or was seen outside. */
+		if (!atomic_load_explicit(&t->medium_busy, memory_order_acquire) &&
+		    __atomic_load_n(&t->medium.pages, __ATOMIC_RELAXED) == 0)
+			emptied++;
+		tries++;
+		atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
+		struct timespec ts = {0, 20000};
+		nanosleep(&ts, NULL);
+	}
+	pthread_join(tid, NULL);
+	printf("  %lu drains tried over %lu steps, %lu left the cache empty\n", tries,
+	       atomic_load(&owner_steps), emptied);
+	CHECK(tries > 10);
+	CHECKF(emptied > 0, "no drain found the owner outside its cache");
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+}
+
+static void *_Atomic queue[QUEUE];
+
+static void *producer(void *arg)
+{
+	(void)arg;
+	uint64_t seed = 11;
+	for (unsigned n = 0; n < TRANSFERS; n++) {
+		unsigned i = n % QUEUE;
+		while (atomic_load_explicit(&queue[i], memory_order_acquire))
+			sched_yield();
+		void *p = MALLOC(medium_size(next_rand(&seed)));
+		CHECK(p != NULL);
+		*(unsigned *)p = n;
+		atomic_store_explicit(&queue[i], p, memory_order_release);
+	}
+	uint64_t *st = uslub_tls_thread->medium_stat;
+	printf("  producer: %lu hits, %lu misses, %lu of them from the depot\n",
+	       (unsigned long)st[USLUB_MEDIUM_HIT], (unsigned long)st[USLUB_MEDIUM_MISS],
+	       (unsigned long)st[USLUB_MEDIUM_DEPOT]);
+	if (USLUB_STATS_ENABLED)
+		CHECKF(st[USLUB_MEDIUM_DEPOT] * 2 > st[USLUB_MEDIUM_MISS],
+		       "%lu of %lu misses served by the depot",
+		       (unsigned long)st[USLUB_MEDIUM_DEPOT], (unsigned long)st[USLUB_MEDIUM_MISS]);
+	return NULL;
+}
+
+static void *consumer(void *arg)
+{
+	(void)arg;
+	for (unsigned n = 0; n < TRANSFERS; n++) {
+		unsigned i = n % QUEUE;
+		void *p;
+		while (!(p = atomic_load_explicit(&queue[i], memory_order_acquire)))
+			sched_yield();
+		CHECK(*(unsigned *)p == n);
+		atomic_store_explicit(&queue[i], NULL, memory_order_release);
+		FREE(p);
+		CHECK(uslub_medium_depot_pages() <= 1024);
+	}
+	uint64_t *st = uslub_tls_thread->medium_stat;
+	printf("  consumer: %lu frees, %lu flushed, high %u\n",
+	       (unsigned long)st[USLUB_MEDIUM_FREE], (unsigned long)st[USLUB_MEDIUM_FLUSH],
+	       uslub_tls_thread->medium_high);
+	return NULL;
+}
+
+static void depot(void)
+{
+	tu_section("producer and consumer: the consumer's frees reach the producer via the depot");
+	pthread_t p, c;
+	CHECK(pthread_create(&p, NULL, producer, NULL) == 0);
+	CHECK(pthread_create(&c, NULL, consumer, NULL) == 0);
+	pthread_join(p, NULL);
+	pthread_join(c, NULL);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	CHECK_EQ(chk.cached_large_pages,
+		 uslub_tls_thread->medium.pages + uslub_medium_depot_pages());
+	CHECKF(uslub_medium_depot_pages() > 0, "the threads' exits left their caches in the depot");
+	MALLOC_TRIM(0);
+	CHECK_EQ(uslub_medium_depot_pages(), 0);
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	CHECK_EQ(chk.cached_large_pages, 0);
+}
+
+static void *fill_depot(void *arg)
+{
+	(void)arg;
+	void *p[16];
+	for (unsigned i = 0; i < 16; i++)
+		p[i] = MALLOC(5 * USLUB_PAGE_SIZE);
+	for (unsigned i = 0; i < 16; i++)
+		FREE(p[i]);
+	return NULL; /* its exit moves its cache to the depot */
+}
+
+static void decay(void)
+{
+	tu_section("an unused depot goes back to the zones within two passes");
+	pthread_t tid;
+	CHECK(pthread_create(&tid, NULL, fill_depot, NULL) == 0);
+	pthread_join(tid, NULL);
+	CHECK(uslub_medium_depot_pages() > 0);
+	for (unsigned pass = 0; pass < 3 && uslub_medium_depot_pages(); pass++) {
+		struct timespec ts = {1, 100000000}; /* past DEPOT_DECAY_MS */
+		nanosleep(&ts, NULL);
+		uslub_medium_depots_decay();
+	}
+	CHECK_EQ(uslub_medium_depot_pages(), 0);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	tu_clean_env(argv);
+	FREE(MALLOC(1));
+	ownership();
+	depot();
+	decay();
+	return tu_summary("test_medium");
+}
