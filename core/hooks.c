@@ -75,6 +75,7 @@ static void no_nodes(unsigned from, unsigned to)
 }
 
 _Atomic int uslub_hooks_pending;
+_Atomic int uslub_rcu_pending;
 unsigned uslub_block_debug;
 int uslub_memcheck; /* os/vg.h */
 
@@ -95,4 +96,5 @@ struct uslub_hooks uslub_hooks = {
     .background_kick = no_event,
     .background_note = no_note,
     .nodes_online = no_nodes,
+    .rcu_flush = no_event,
 };
