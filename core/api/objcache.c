@@ -80,6 +80,16 @@ void uslub_cache_free(struct uslub_cache *h, void *obj)
 		return;
 	struct uslub_cache *c = &uslub_caches[h->cls];
 	char *p = (char *)obj - c->user_off;
+	/* The fast path: obj's page says it is a slab of this cache (its test names the
+	 * cache's cache_cpu), and it is not marked free; free's own fast path does the rest,
+	 * its object test included. */
+	uintptr_t i = (uintptr_t)obj >> REGION_SHIFT;
+	if (likely(i < REGION_SLOTS) &&
+	    likely(page_test_in_table(i, obj)->cpu_off == CPU_OFF(h->cls)) && likely(!c->debug) &&
+	    likely(!is_marked_free(p))) {
+		uslub_free_inline(p);
+		return;
+	}
 	struct page_desc *d = block_of(obj);
 	if (d && d->kind == PAGE_SLAB && d->cls != h->cls)
 		wrong_cache(h, obj, &uslub_caches[d->cls]);
