@@ -145,8 +145,10 @@ static void test_ctor(void)
 	CHECKF(bad == 0, "%lu objects came back changed", bad);
 	CHECKF(reused >= (ROUNDS - 1) * N / 2, "only %lu objects reused", reused);
 	unsigned long calls = atomic_load(&ctor_calls);
-	CHECKF(calls >= N && calls < 2 * N + 600, "ctor ran %lu times for %d objects x %d", calls,
-	       N, ROUNDS);
+	/* Once per object carved: a slab emptied and made again constructs again (a debug
+	 * cache, which has no sheaves, does so often), never once per allocation. */
+	CHECKF(calls >= N && calls < N * ROUNDS / 2, "ctor ran %lu times for %d objects x %d",
+	       calls, N, ROUNDS);
 	CHECK_EQ(uslub_cache_destroy(c), 0);
 }
 
@@ -315,7 +317,8 @@ static void test_bad_frees(void)
 	} cases[] = {
 	    {case_wrong_cache, 1, {"uslub: uslub_cache_free(): object 0x", "oc-apple", "oc-pear"}},
 	    {case_foreign, 1, {"uslub: uslub_cache_free(): invalid pointer 0x", NULL, NULL}},
-	    {case_double, 1, {"uslub: uslub_cache_free(): double free 0x", "oc-apple", NULL}},
+	    /* A debug cache (USLUB_DEBUG) says it the kernel's way: "BUG oc-apple ...". */
+	    {case_double, 1, {"double free", "oc-apple", "0x"}},
 	    {case_valid, 0, {"valid free done", NULL, NULL}},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
