@@ -80,6 +80,7 @@ static bool no_shrink(void)
 }
 
 _Atomic int uslub_hooks_pending;
+_Atomic int uslub_rcu_pending;
 unsigned uslub_block_debug;
 int uslub_memcheck; /* os/vg.h */
 
@@ -101,4 +102,5 @@ struct uslub_hooks uslub_hooks = {
     .background_note = no_note,
     .nodes_online = no_nodes,
     .shrink = no_shrink,
+    .rcu_flush = no_event,
 };

@@ -59,6 +59,10 @@ struct uslub_hooks {
 	 * what they hold unused (the kernel's shrinkers); true if any was. Called with no lock
 	 * held, by a thread in none of its caches. */
 	bool (*shrink)(void);
+	/* ---- RCU (api/objcache.c) ---- */
+	/* Slabs of TYPESAFE_BY_RCU caches wait for a grace period: hand them to the
+	 * program's call_rcu. Called at safe points while uslub_rcu_pending is set. */
+	void (*rcu_flush)(void);
 };
 
 extern struct uslub_hooks uslub_hooks;
@@ -74,6 +78,9 @@ extern unsigned uslub_block_debug;
  * thread, due at start-up and in a forked child (replenish/), which must not be created
  * while the allocator holds a lock. */
 extern _Atomic int uslub_hooks_pending;
+/* Nonzero when slabs of a TYPESAFE_BY_RCU cache wait to be handed to call_rcu, which may
+ * allocate and so runs at a safe point (slab/objcache.c sets it, api/objcache.c clears it). */
+extern _Atomic int uslub_rcu_pending;
 
 /* A safe point: no allocator lock held, so a nested malloc (pthread_create's) is
  * harmless. The allocation and free slow paths pass here. */
@@ -81,6 +88,8 @@ static inline void uslub_safe_point(void)
 {
 	if (__builtin_expect(atomic_load_explicit(&uslub_hooks_pending, memory_order_relaxed), 0))
 		uslub_hooks.background_start();
+	if (__builtin_expect(atomic_load_explicit(&uslub_rcu_pending, memory_order_relaxed), 0))
+		uslub_hooks.rcu_flush();
 }
 
 #pragma GCC visibility pop

@@ -148,6 +148,14 @@ struct region {
 };
 _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits");
 
+/* The caches: the kmalloc caches, one per size class (0 .. USLUB_NR_CLASSES - 1), then
+ * the object caches programs make with uslub_cache_create (slab/objcache.c) that do not
+ * merge into one of them. Every table indexed by class has a slot for each; a thread's
+ * cache_cpu of a slot must lie within page_test.cpu_off's 16 bits, and the thread state
+ * within 32 KiB (an order-3 block, as with the kmalloc caches alone). */
+#define USLUB_USER_CACHES 24
+#define USLUB_NR_CACHES	  (USLUB_NR_CLASSES + USLUB_USER_CACHES)
+
 /* Which object does slab offset `off` fall in, and is it its start? Lemire's fast
  * division and divisibility test in one multiply: with magic = 2^64 / size rounded up,
  * the high half of off * magic is off / size and the low half is below magic exactly
@@ -161,7 +169,7 @@ struct uslub_lookup {
 	 * empty page, for the same reason). Untouched, it costs address space only. */
 	char nil[META_BYTES];
 	uintptr_t region[REGION_SLOTS];
-	uint64_t magic[USLUB_NR_CLASSES]; /* by class, for the slow paths */
+	uint64_t magic[USLUB_NR_CACHES]; /* by class, for the slow paths */
 };
 extern struct uslub_lookup uslub_lookup;
 
@@ -242,7 +250,7 @@ struct cache_node {
 
 /* kmem_cache */
 struct uslub_cache {
-	char name[16];
+	char name[24];
 	uint32_t size;
 	uint32_t cls;
 	uint32_t order;		    /* preferred (oo) */
@@ -264,6 +272,18 @@ struct uslub_cache {
 	_Atomic uint64_t nr_slabs_by_order[USLUB_MAX_ORDER + 1];
 	_Atomic uint64_t total_objects;
 	uint64_t stat[USLUB_NR_STATS]; /* folded from exited threads, under stat_lock */
+	/* An object cache (slab/objcache.c); zero for a kmalloc cache. The program's object
+	 * lies `user_off` bytes into the engine's: caches with a constructor or
+	 * TYPESAFE_BY_RCU keep the free pointer and mark in front of it, so freeing never
+	 * writes into the object (the kernel moves the free pointer out of such objects). */
+	uint32_t user_off;
+	uint32_t user_size; /* the size asked for */
+	uint32_t user_align;
+	uint32_t uflags; /* USLUB_CACHE_* (uslub.h) */
+	void (*ctor)(void *object);
+	struct uslub_cache *alias_of; /* a merged cache's handle: the cache it shares */
+	_Atomic uint32_t aliases;     /* handles merged into this cache */
+	_Atomic uint32_t dead;	      /* destroyed (its slot is not reused) */
 };
 
 /* The class byte of a descriptor that is not a slab's (large blocks, thread states). */
@@ -414,7 +434,7 @@ enum uslub_pcp_stat_item {
 	    USLUB_NR_PCP_STATS
 };
 struct uslub_thread {
-	struct cache_cpu cpu[USLUB_NR_CLASSES];
+	struct cache_cpu cpu[USLUB_NR_CACHES];
 	struct uslub_thread *reg_next, *reg_prev; /* registry, under uslub_registry_lock */
 	unsigned node;
 	/* The page cache: free blocks by order, linked through their descriptors' `list`,
@@ -450,6 +470,11 @@ struct uslub_thread {
 	 * cleared under uslub_registry_lock. */
 	int tgid, tid;
 };
+
+_Static_assert(sizeof(struct uslub_thread) <= (USLUB_PAGE_SIZE << 3), "a thread state is order 3");
+_Static_assert(CPU_OFF(USLUB_NR_CACHES - 1) == (USLUB_NR_CACHES - 1) * CPU_BYTES,
+	       "every cache's cache_cpu offset fits page_test.cpu_off");
+_Static_assert(USLUB_NR_CACHES < CLS_NONE, "a class byte names every cache");
 
 enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };
 

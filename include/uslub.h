@@ -79,6 +79,59 @@ USLUB_API int uslub_cache_info(const char *name, struct uslub_cache_info *out);
  * allocator lock; reads /proc/self/smaps for the resident and huge-page figures. */
 USLUB_API void uslub_stats_print(int fd, int json);
 
+/* ---- object caches: the kernel's kmem_cache for a program's own objects ------------
+ *
+ * A cache of objects of one size on the engine of the kmalloc caches (per-thread sheaves,
+ * per-node partial lists, the same slab orders and USLUB_* settings). See README.md,
+ * "Object caches". An object may also be freed with free() / uslub_free(). */
+struct uslub_cache;
+struct rcu_head;
+
+/* Flags of uslub_cache_create. */
+#define USLUB_CACHE_HWCACHE_ALIGN      0x1u  /* objects aligned to a cache line (64 B) */
+#define USLUB_CACHE_TYPESAFE_BY_RCU    0x2u  /* slab memory outlives an RCU grace period */
+#define USLUB_CACHE_NO_MERGE	       0x4u  /* never shares a cache with another */
+#define USLUB_CACHE_POISON	       0x8u  /* USLUB_DEBUG's letters for this cache: P */
+#define USLUB_CACHE_RED_ZONE	       0x10u /* Z */
+#define USLUB_CACHE_STORE_USER	       0x20u /* U */
+#define USLUB_CACHE_CONSISTENCY_CHECKS 0x40u /* F */
+
+/* A cache of objects of `size` bytes aligned to `align` (0, or a power of two up to
+ * 4096); `ctor`, if given, runs once on each object when its slab is made, and the
+ * program frees objects in the constructed state. `name` (copied, up to 23 bytes) is how
+ * the statistics and USLUB_DEBUG know it; two caches may share one. NULL with errno
+ * EINVAL (size 0 or above 64 KiB, bad alignment or flags) or ENOSPC (too many caches
+ * that do not merge). */
+USLUB_API struct uslub_cache *uslub_cache_create(const char *name, size_t size, size_t align,
+						 unsigned flags, void (*ctor)(void *obj));
+/* An object, or NULL with errno ENOMEM. */
+USLUB_API void *uslub_cache_alloc(struct uslub_cache *c);
+/* obj must be an object of c (or NULL): an object of another cache, a pointer of no
+ * cache or an object already free stops the program with a report naming both. */
+USLUB_API void uslub_cache_free(struct uslub_cache *c, void *obj);
+/* n objects into objs: all n, or 0 (and none taken) with errno ENOMEM. */
+USLUB_API size_t uslub_cache_alloc_bulk(struct uslub_cache *c, size_t n, void **objs);
+USLUB_API void uslub_cache_free_bulk(struct uslub_cache *c, size_t n, void **objs);
+/* Empty slabs of c held by the calling thread and the node lists go back to the page
+ * allocator; 0. */
+USLUB_API int uslub_cache_shrink(struct uslub_cache *c);
+/* The cache goes away: returns the objects still allocated (reported on stderr, with
+ * their allocation sites under USLUB_DEBUG=U), whose memory is left alone. */
+USLUB_API size_t uslub_cache_destroy(struct uslub_cache *c);
+
+/* The RCU flavour the program's readers use, for TYPESAFE_BY_RCU slabs and
+ * uslub_free_rcu: its call_rcu and rcu_barrier, e.g. urcu_memb_call_rcu and
+ * urcu_memb_barrier. Default: liburcu-bp's (urcu_bp_call_rcu), which covers readers of
+ * the bp flavour only. Set it before the first such free. */
+USLUB_API void uslub_set_rcu(void (*call_rcu)(struct rcu_head *head,
+					      void (*func)(struct rcu_head *head)),
+			     void (*rcu_barrier)(void));
+/* kfree_rcu: ptr (any block of uslub's, or NULL) is freed once a grace period of that
+ * flavour has passed. Batched: one call_rcu per batch, not per object. */
+USLUB_API void uslub_free_rcu(void *ptr);
+/* Hands every pending RCU free to call_rcu and waits for them all (rcu_barrier). */
+USLUB_API void uslub_rcu_barrier(void);
+
 #ifdef __cplusplus
 }
 #endif

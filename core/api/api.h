@@ -224,6 +224,8 @@ static inline void uslub_free_inline(void *p)
 	uslub_free_slow(p, block_of(p));
 }
 
+/* The safe points' hook of RCU (rcu.c): hands what waits for a grace period to call_rcu. */
+void uslub_rcu_flush(void);
 #pragma GCC visibility pop
 
 int uslub_mallopt(int param, int value);

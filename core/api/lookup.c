@@ -70,6 +70,10 @@ void uslub_free_slow(void *p, struct page_desc *d)
 {
 	if (!p)
 		return;
+	/* An object of a cache with a constructor or TYPESAFE_BY_RCU lies behind the
+	 * engine's free pointer and mark (types.h, user_off): free() of it frees the slot. */
+	if (d && d->kind == PAGE_SLAB && unlikely(uslub_caches[d->cls].user_off))
+		p = (char *)p - uslub_caches[d->cls].user_off;
 	struct uslub_ptr ptr;
 	uslub_classify(p, d, "free", 0, &ptr);
 	free_classified(p, &ptr, "free", __builtin_return_address(0));

@@ -82,6 +82,7 @@ static void install_hooks(void)
 	uslub_hooks.block_check = uslub_debug_block_check;
 	uslub_hooks.block_free = uslub_debug_block_free;
 	uslub_hooks.block_resize = uslub_debug_block_resize;
+	uslub_hooks.rcu_flush = uslub_rcu_flush;
 }
 
 void uslub_init_slow(void)

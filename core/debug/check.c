@@ -42,9 +42,9 @@ struct walk {
 	/* found by the page walk, to compare with the lists and counters */
 	uint64_t free_heads[NR_ZONES][USLUB_MAX_ORDER + 1];
 	uint64_t free_pages[NR_ZONES], warm_pages[NR_ZONES];
-	uint64_t slabs[USLUB_NR_CLASSES], slabs_by_order[USLUB_NR_CLASSES][USLUB_MAX_ORDER + 1];
-	uint64_t objects[USLUB_NR_CLASSES];
-	uint64_t partial[USLUB_NR_CLASSES][MAX_NODES];
+	uint64_t slabs[USLUB_NR_CACHES], slabs_by_order[USLUB_NR_CACHES][USLUB_MAX_ORDER + 1];
+	uint64_t objects[USLUB_NR_CACHES];
+	uint64_t partial[USLUB_NR_CACHES][MAX_NODES];
 	uint64_t loose, grown_pages;
 };
 
@@ -115,7 +115,7 @@ static int is_thread(const struct uslub_thread *t)
 
 static void check_slab(struct walk *w, struct page_desc *s, unsigned nid)
 {
-	if (s->cls >= USLUB_NR_CLASSES) {
+	if (s->cls >= USLUB_NR_CACHES) {
 		bad(w, "slab %p: class %u", page_address(s), s->cls);
 		return;
 	}
@@ -198,7 +198,7 @@ static void check_slab(struct walk *w, struct page_desc *s, unsigned nid)
  * a free into freed pages would pass as an object's. */
 static void check_free_test(struct walk *w, struct page_desc *d, size_t len)
 {
-	bool slab = d->kind == PAGE_SLAB && d->cls < USLUB_NR_CLASSES;
+	bool slab = d->kind == PAGE_SLAB && d->cls < USLUB_NR_CACHES;
 	const struct page_test *e = page_test_of(d);
 	for (size_t k = 0; k < len; k++) {
 		bool ok = slab ? e[k].cpu_off == CPU_OFF(d->cls) &&
@@ -351,7 +351,7 @@ static void check_barns(struct walk *w)
 static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held, uint64_t *pcp)
 {
 	w->out->threads++;
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0; i < USLUB_NR_CACHES; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
 		if (cc->slab) {
 			struct page_desc *s = cc->slab;
@@ -463,7 +463,7 @@ static void check_buddy(struct walk *w, unsigned nid)
 
 static void check_caches(struct walk *w, unsigned nr_nodes)
 {
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0; i < USLUB_NR_CACHES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		if (atomic_load(&c->nr_slabs) != w->slabs[i] ||
 		    atomic_load(&c->total_objects) != w->objects[i])

@@ -10,6 +10,7 @@
 #define USLUB_CHECK_H
 
 #include "size_classes.h"
+#include "types.h"
 
 #include <stdint.h>
 
@@ -31,7 +32,7 @@ struct uslub_check {
 	/* Slabs by state, and what the program holds. */
 	uint64_t slabs, frozen_slabs, partial_slabs, full_slabs;
 	uint64_t live_objects; /* slab objects handed out and not freed */
-	uint64_t live_by_class[USLUB_NR_CLASSES];
+	uint64_t live_by_class[USLUB_NR_CACHES];
 	uint64_t sheaf_objects; /* freed, waiting in threads' sheaves and barns (not live) */
 	uint64_t large_blocks;
 	uint64_t live_bytes; /* live objects times their size, plus large and huge */

@@ -66,6 +66,30 @@ static void debug_layout(struct uslub_cache *c)
 
 bool uslub_debug_any;
 bool uslub_debug_every_cache;
+/* What every cache gets (the checkers, USLUB_HARDEN=full), set by uslub_debug_init. */
+static unsigned debug_all;
+
+unsigned uslub_debug_cache_flags(const char *name, unsigned letters, bool typed)
+{
+	unsigned flags = letter_flags(uslub_config.debug_letters);
+	const char *list = uslub_config.debug_caches;
+	unsigned f = debug_all | letter_flags(letters);
+	if (flags && (!list || names_cache(list, name)))
+		f |= flags;
+	/* An object that keeps its state while free (a constructor's, or one RCU readers
+	 * may still read) is neither poisoned nor hidden from the program when freed: the
+	 * kernel drops poisoning for such caches, and KASAN does not flag reads of them. */
+	if (typed)
+		f &= ~(unsigned)(DBG_POISON | DBG_ASAN | DBG_VALGRIND);
+	return f;
+}
+
+void uslub_debug_cache_layout(struct uslub_cache *c)
+{
+	c->secret = uslub_random() | 1;
+	if (c->debug)
+		debug_layout(c);
+}
 
 void uslub_debug_init(void)
 {
@@ -90,6 +114,7 @@ void uslub_debug_init(void)
 	/* Large and huge blocks belong to no cache: Z reaches them only when it is asked
 	 * for every cache. */
 	uslub_block_debug = (all & (DBG_VALGRIND | DBG_ASAN)) | (list ? 0 : flags & DBG_REDZONE);
+	debug_all = all;
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		c->secret = uslub_splitmix64(&seed) | 1;
@@ -104,7 +129,8 @@ void uslub_debug_init(void)
 		for (const char *p = list; *p;) {
 			const char *comma = strchr(p, ',');
 			size_t len = comma ? (size_t)(comma - p) : strlen(p);
-			int found = 0;
+			/* An object cache's name may come later (uslub_cache_create). */
+			int found = strncmp(p, "kmalloc-", 8) != 0;
 			for (unsigned i = 0; i < USLUB_NR_CLASSES && !found; i++)
 				found = strlen(uslub_caches[i].name) == len &&
 					memcmp(uslub_caches[i].name, p, len) == 0;
@@ -332,7 +358,7 @@ static long free_list_length(struct uslub_cache *c, struct page_desc *s, void *h
 
 bool uslub_slab_is_valid(struct page_desc *s, const char **why)
 {
-	if (s->kind != PAGE_SLAB || s->head != s || s->cls >= USLUB_NR_CLASSES) {
+	if (s->kind != PAGE_SLAB || s->head != s || s->cls >= USLUB_NR_CACHES) {
 		*why = "Slab descriptor corrupted";
 		return false;
 	}

@@ -83,6 +83,13 @@ enum { TRACK_ALLOC, TRACK_FREE };
  * without flags keeps the plain layout. */
 void uslub_debug_init(void);
 
+/* An object cache's debug flags (api/objcache.c): what every cache gets, USLUB_DEBUG's
+ * letters when its cache list names `name` (or there is none), and the cache's own
+ * `letters` (USLUB_DEBUG_*); `typed` (a constructor or TYPESAFE_BY_RCU) drops what would
+ * change or hide a free object. Then its slot layout, once c->debug is set. */
+unsigned uslub_debug_cache_flags(const char *name, unsigned letters, bool typed);
+void uslub_debug_cache_layout(struct uslub_cache *c);
+
 /* What USLUB_DEBUG asked for: letters for some cache, and whether for every cache (no
  * list of them). Sized frees check the size they are given when these say so (sized.h);
  * set once by uslub_debug_init. */

@@ -61,6 +61,9 @@ static const struct option_desc options[] = {
     {"USLUB_SHEAVES", OPT_UINT, CFG(sheaves), SHEAF_MAX, 0, SHEAF_MAX, NULL,
      "objects of other threads' slabs a thread keeps per cache for its next allocations "
      "(the kernel's percpu sheaves; fewer for large objects); 0 = none"},
+    {"USLUB_MERGE", OPT_UINT, CFG(merge), 1, 0, 1, NULL,
+     "1: a program's compatible object caches share one cache, as SLUB merges them; 0: each "
+     "uslub_cache_create makes its own"},
     {"USLUB_VERBOSE", OPT_UINT, CFG(verbose), 0, 0, 1, NULL,
      "1 prints the effective settings at start-up"},
 };

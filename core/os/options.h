@@ -47,6 +47,7 @@ struct uslub_config {
 	unsigned verbose;
 	unsigned harden;  /* enum uslub_harden_mode */
 	unsigned sheaves; /* sheaf capacity in objects, 0: none */
+	unsigned merge;	  /* USLUB_MERGE: object caches may share one cache */
 	char stats_file[256];
 	/* The three settings with a syntax of their own, parsed here like the rest; the
 	 * text as given is kept for USLUB_VERBOSE and the statistics' config. */

@@ -5,8 +5,9 @@
 #include "os/os.h"
 #include "slab/slab.h"
 
-struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
-struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CLASSES];
+struct uslub_cache uslub_caches[USLUB_NR_CACHES];
+struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CACHES];
+_Atomic unsigned uslub_nr_caches = USLUB_NR_CLASSES;
 struct uslub_keys uslub_keys;
 uint16_t uslub_cpu_of[USLUB_MAX_SMALL / 16 + 1];
 
@@ -14,10 +15,12 @@ uint16_t uslub_cpu_of[USLUB_MAX_SMALL / 16 + 1];
  * CARVE_MIN. By class, set at start-up. */
 #define CARVE_BYTES 4096
 #define CARVE_MIN   4
-uint16_t uslub_carve_step[USLUB_NR_CLASSES];
+uint16_t uslub_carve_step[USLUB_NR_CACHES];
 
 void uslub_caches_init(void)
 {
+	for (unsigned i = USLUB_NR_CLASSES; i < USLUB_NR_CACHES; i++)
+		uslub_caches[i].cls = i;
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		c->cls = i;
@@ -28,7 +31,10 @@ void uslub_caches_init(void)
 	}
 }
 
-void uslub_caches_open(void)
+/* What follows from a cache's layout: its magic, orders, counts and sheaf capacity. For
+ * the kmalloc caches at start-up, and for an object cache when it is made (objcache.c),
+ * before any slab of it exists. */
+void uslub_cache_setup(struct uslub_cache *c)
 {
 	struct uslub_order_params p = {
 	    .min_order = uslub_config.min_order,
@@ -36,6 +42,31 @@ void uslub_caches_open(void)
 	    .min_objects = uslub_config.min_objects,
 	    .nr_cpus = uslub_os_ncpus(),
 	};
+	/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
+	 * so the free fast path's test fails for every one of them. */
+	uslub_lookup.magic[c->cls] = c->debug ? 0 : UINT64_MAX / c->size + 1;
+	unsigned bytes = c->debug ? c->stride + c->tail : c->size;
+	c->order = uslub_calculate_order(bytes, &p);
+	c->min_order = uslub_get_order(bytes);
+	if (c->min_order > c->order)
+		c->min_order = c->order;
+	c->objects = uslub_cache_objects(c, c->order);
+	c->min_objects = uslub_cache_objects(c, c->min_order);
+	unsigned step = CARVE_BYTES / c->size;
+	uslub_carve_step[c->cls] = (uint16_t)(step < CARVE_MIN ? CARVE_MIN : step);
+	/* The kernel's set_cpu_partial, in objects, turned into slabs. */
+	unsigned nr = c->size >= 4096 ? 6 : c->size >= 1024 ? 24 : c->size >= 256 ? 52 : 120;
+	c->cpu_partial_slabs = (nr * 2 + c->objects - 1) / c->objects;
+	/* The kernel's min_partial: ilog2(size) / 2, within 5..10. */
+	unsigned lg = 31 - (unsigned)__builtin_clz(c->size);
+	c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
+	/* Each sheaf object may pin a slab of its own, so large objects get fewer. */
+	unsigned cap = c->size <= 256 ? SHEAF_MAX : c->size <= 1024 ? 28 : c->size <= 4096 ? 8 : 4;
+	c->sheaf_capacity = c->debug ? 0 : cap < uslub_config.sheaves ? cap : uslub_config.sheaves;
+}
+
+void uslub_caches_open(void)
+{
 	/* The keys never change once a slab exists: every free pointer and mark depends on
 	 * them. The mark is odd, so no aligned address xor'ed with it is 0, the value a
 	 * fresh allocation leaves in the word. */
@@ -44,46 +75,16 @@ void uslub_caches_open(void)
 	uslub_keys.mark = uslub_random() | 1;
 	for (size_t i = 0; i < USLUB_MAX_SMALL / 16 + 1; i++)
 		uslub_cpu_of[i] = (uint16_t)offsetof(struct uslub_thread, cpu[uslub_class_of[i]]);
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-		struct uslub_cache *c = &uslub_caches[i];
-		/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
-		 * so the free fast path's test fails for every one of them. */
-		uslub_lookup.magic[i] = c->debug ? 0 : UINT64_MAX / c->size + 1;
-		unsigned bytes = c->debug ? c->stride + c->tail : c->size;
-		c->order = uslub_calculate_order(bytes, &p);
-		c->min_order = uslub_get_order(bytes);
-		if (c->min_order > c->order)
-			c->min_order = c->order;
-		c->objects = uslub_cache_objects(c, c->order);
-		c->min_objects = uslub_cache_objects(c, c->min_order);
-		unsigned step = CARVE_BYTES / c->size;
-		uslub_carve_step[i] = (uint16_t)(step < CARVE_MIN ? CARVE_MIN : step);
-		/* The kernel's set_cpu_partial, in objects, turned into slabs. */
-		unsigned nr = c->size >= 4096	? 6
-			      : c->size >= 1024 ? 24
-			      : c->size >= 256	? 52
-						: 120;
-		c->cpu_partial_slabs = (nr * 2 + c->objects - 1) / c->objects;
-		/* The kernel's min_partial: ilog2(size) / 2, within 5..10. */
-		unsigned lg = 31 - (unsigned)__builtin_clz(c->size);
-		c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
-		/* Each sheaf object may pin a slab of its own, so large objects get fewer. */
-		unsigned cap = c->size <= 256	 ? SHEAF_MAX
-			       : c->size <= 1024 ? 28
-			       : c->size <= 4096 ? 8
-						 : 4;
-		c->sheaf_capacity = c->debug			 ? 0
-				    : cap < uslub_config.sheaves ? cap
-								 : uslub_config.sheaves;
-	}
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		uslub_cache_setup(&uslub_caches[i]);
 	uslub_cache_nodes_init(0, uslub_nr_nodes);
 }
 
 void uslub_cache_nodes_init(unsigned from, unsigned to)
 {
 	for (unsigned n = from; n < to; n++)
-		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
-			struct cache_node *cn = cache_node_of(&uslub_caches[i], n);
+		for (unsigned i = 0; i < USLUB_NR_CACHES; i++) {
+			struct cache_node *cn = &uslub_cache_nodes[n][i];
 			pthread_mutex_init(&cn->list_lock, NULL);
 			CDS_INIT_LIST_HEAD(&cn->partial);
 			cn->nr_partial = 0;

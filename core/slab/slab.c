@@ -370,6 +370,15 @@ static unsigned carve_count(const struct uslub_cache *c, unsigned capacity, unsi
 	return n < capacity - carved ? n : capacity - carved;
 }
 
+/* An object cache's constructor, once for each object as it is carved (the kernel's
+ * setup_object): freeing never writes into a constructed object (types.h, user_off), so
+ * the program gets its objects back in the state it left them. */
+static void construct(const struct uslub_cache *c, char *first, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		c->ctor(first + (size_t)i * c->stride + c->user_off);
+}
+
 void *uslub_slab_carve(struct uslub_cache *c, struct page_desc *s, void **tail, unsigned *count)
 {
 	unsigned n = carve_count(c, uslub_slab_capacity(c, s), s->objects);
@@ -377,6 +386,8 @@ void *uslub_slab_carve(struct uslub_cache *c, struct page_desc *s, void **tail, 
 	if (!n)
 		return NULL;
 	char *first = (char *)page_address(s) + c->offset + (size_t)s->objects * c->stride;
+	if (unlikely(c->ctor))
+		construct(c, first, n);
 	void *head = thread_freelist(c, first, n, tail);
 	set_carved(s, s->objects + n);
 	return head;
@@ -426,6 +437,8 @@ static void *init_slab(struct uslub_cache *c, struct page_desc *s, unsigned orde
 	if (unlikely(c->debug))
 		for (unsigned i = 0; i < objects; i++)
 			uslub_hooks.init_object(c, first + (size_t)i * c->stride);
+	if (unlikely(c->ctor))
+		construct(c, first, carved);
 	void *tail;
 	void *head = thread_freelist(c, first, carved, &tail);
 	if (unlikely(c->debug))
@@ -506,7 +519,11 @@ void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub
 	if (unlikely(c->debug))
 		uslub_hooks.slab_discard(c, s);
 	__atomic_store_n(&s->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
-	if (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN) {
+	if (unlikely(c->uflags & USLUB_CACHE_TYPESAFE_BY_RCU)) {
+		/* A reader may still stand on one of its objects: the memory stays this
+		 * cache's until a grace period has passed (objcache.c). */
+		uslub_rcu_defer_slab(s);
+	} else if (t->state == THREAD_LIVE || t->state == THREAD_ORPHAN) {
 		uslub_pcp_free(t, s, order);
 	} else {
 		uslub_pages_free(s, order);

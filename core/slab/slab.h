@@ -8,18 +8,27 @@
 #include "os/report.h"
 #include "page/page.h"
 #include "types.h"
+#include "uslub.h" /* the object caches' flags */
 
 #pragma GCC visibility push(hidden)
 
 /* ---- the caches (cache.c) -------------------------------------------------------- */
 
-extern struct uslub_cache uslub_caches[USLUB_NR_CLASSES];
+extern struct uslub_cache uslub_caches[USLUB_NR_CACHES];
+/* Slots in use: the kmalloc caches and the object caches made so far (objcache.c), which
+ * take the next slot and publish it here (release) once it is set up. Walkers of every
+ * cache read it with uslub_caches_in_use(). */
+extern _Atomic unsigned uslub_nr_caches;
+static inline unsigned uslub_caches_in_use(void)
+{
+	return atomic_load_explicit(&uslub_nr_caches, memory_order_acquire);
+}
 
 /* The caches' per-node parts, a row per node, set up for the nodes in use only: a
  * process on one node touches one row (3 KiB), not a row's worth in every cache
  * (MAX_NODES rows of 64-byte entries spread over 54 KiB, all written at start-up when
  * they sat inside struct uslub_cache). */
-extern struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CLASSES];
+extern struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CACHES];
 static inline struct cache_node *cache_node_of(const struct uslub_cache *c, unsigned nid)
 {
 	return &uslub_cache_nodes[nid][c->cls];
@@ -225,7 +234,46 @@ static inline void push_local(const struct uslub_cache *c, struct page_desc *s, 
  * follows from the layout - orders, counts, sheaf capacities - and the cache-node rows. */
 void uslub_caches_open(void);
 /* Objects a carving step adds, by class (cache.c; slab.c, section 9). */
-extern uint16_t uslub_carve_step[USLUB_NR_CLASSES];
+extern uint16_t uslub_carve_step[USLUB_NR_CACHES];
+/* What follows from a cache's layout: magic, orders, counts, sheaf capacity (cache.c). */
+void uslub_cache_setup(struct uslub_cache *c);
+
+/* ---- object caches (objcache.c) ------------------------------------------------- */
+
+/* A program's cache (uslub_cache_create): merged into a compatible cache (a kmalloc cache
+ * or another object cache) unless its flags, its constructor or USLUB_MERGE=0 forbid it,
+ * else made in the next free slot. `debug` is what debug/ asks for this cache (0 when it
+ * asks nothing); `setup`, when given, lays a new slot out for debug/ before its orders are
+ * computed. NULL with errno EINVAL or ENOSPC (no slot left). */
+struct uslub_cache *uslub_objcache_make(const char *name, size_t size, size_t align, unsigned flags,
+					void (*ctor)(void *), unsigned debug,
+					void (*setup)(struct uslub_cache *c));
+/* A handle going away (uslub_cache_destroy): an alias leaves its cache; a cache of its
+ * own is marked dead, and nothing merges into it again. */
+void uslub_objcache_release(struct uslub_cache *c);
+bool uslub_objcache_is_alias(const struct uslub_cache *c);
+/* The handles merged into a cache (aliases), for the statistics: calls fn for each. */
+void uslub_objcache_aliases(const struct uslub_cache *c,
+			    void (*fn)(const struct uslub_cache *alias, void *arg), void *arg);
+/* Is slot cls a cache to show: a kmalloc cache, or an object cache not destroyed. */
+static inline bool uslub_cache_shown(unsigned cls)
+{
+	return cls < USLUB_NR_CLASSES ||
+	       !atomic_load_explicit(&uslub_caches[cls].dead, memory_order_relaxed);
+}
+
+/* Slabs of TYPESAFE_BY_RCU caches go back to the page allocator only after an RCU grace
+ * period: uslub_discard_slab pushes them here, and the next safe point hands the batch to
+ * the program's call_rcu (api/objcache.c, through uslub_hooks.rcu_flush). */
+void uslub_rcu_defer_slab(struct page_desc *s);
+/* Take the slabs deferred so far (a list through `next`), and count them out. */
+struct page_desc *uslub_rcu_take_slabs(void);
+/* Pending work of RCU, for the statistics: slabs and objects waiting for a grace period,
+ * and batches handed to call_rcu. */
+struct uslub_rcu_stats {
+	_Atomic uint64_t pending_slabs, pending_objects, batches, freed_objects, freed_slabs;
+};
+extern struct uslub_rcu_stats uslub_rcu_stats;
 
 struct page_desc *uslub_new_slab(struct uslub_cache *c, struct uslub_thread *t,
 				 struct cache_cpu *cc, void **fl);

@@ -2,8 +2,8 @@
  * JSON (jemalloc's emitter.c is the model). Each figure is named once, with its JSON key
  * and its words in the table, so a new one is added in one place.
  *
- * 1. Sinks. The allocator's own formatter, into an fd or a memory buffer (the live page),
- *    never stdio: a dump allocates nothing from the heap it describes.
+ * 1. Sinks (sink.c). The allocator's own formatter, into an fd or a memory buffer (the
+ *    live page), never stdio: a dump allocates nothing from the heap it describes.
  * 2. JSON. A compact layout rather than one item a line: items are separated by ", ", and
  *    a level can ask that its items start a line (the top level, the caches, the nodes),
  *    or one item can (a cache's counters).
@@ -181,6 +181,11 @@ static void emit_totals(struct emitter *e, const struct snap *s)
 	emit_kv(e, "sampled_in_use", " of %lu KiB handed out from sampled caches", BYTES,
 		s->sampled_in_use);
 	emit_kv(e, "threads", "; threads %lu\n", COUNT, s->threads);
+	emit_kv(e, "rcu_pending_objects", "uslub: rcu: pending objects %lu", COUNT,
+		s->rcu_pending_objects);
+	emit_kv(e, "rcu_pending_slabs", ", slabs %lu", COUNT, s->rcu_pending_slabs);
+	emit_kv(e, "rcu_batches", ", batches %lu", COUNT, s->rcu_batches);
+	emit_kv(e, "rcu_freed_objects", ", freed %lu\n", COUNT, s->rcu_freed_objects);
 	emit_kv(e, "threads_reaped", NULL, COUNT,
 		atomic_load_explicit(&uslub_threads_reaped, memory_order_relaxed));
 	if (s->have_smaps) {
@@ -194,6 +199,15 @@ static void emit_totals(struct emitter *e, const struct snap *s)
 	json_close(e, '}');
 }
 
+/* The names merged into a cache (SLUB's aliases): a JSON array, and in the table after
+ * the row's name. */
+static void emit_alias(const struct uslub_cache *a, void *arg)
+{
+	struct emitter *e = arg;
+	json_item(e, NULL);
+	emit(e, "\"%s\"", a->name);
+}
+
 static void emit_cache(struct emitter *e, const struct snap *s, unsigned i)
 {
 	unsigned nn = uslub_stats_nr_nodes();
@@ -205,7 +219,12 @@ static void emit_cache(struct emitter *e, const struct snap *s, unsigned i)
 	struct row r;
 	json_open(e, NULL, '{', NULL);
 	json_str(e, "name", c->name);
-	table_cell(e, &r, COL_NAME, "%s", c->name);
+	table_cell(e, &r, COL_NAME, "%s%s", c->name, c->aliases ? "+" : "");
+	if (e->mode == EMIT_JSON && c->aliases) {
+		json_open(e, "aliases", '[', NULL);
+		uslub_objcache_aliases(c, emit_alias, e);
+		json_close(e, ']');
+	}
 	emit_cell(e, &r, COL_OBJSIZE, "object_size", c->size);
 	emit_cell(e, &r, NO_COLUMN, "order", c->order);
 	emit_cell(e, &r, NO_COLUMN, "min_order", c->min_order);
@@ -241,9 +260,9 @@ static void emit_cache(struct emitter *e, const struct snap *s, unsigned i)
 }
 
 /* Caches by memory, largest first (insertion sort: 32 entries, and no allocation). */
-static void sort_by_memory(const struct snap *s, unsigned idx[USLUB_NR_CLASSES])
+static void sort_by_memory(const struct snap *s, unsigned idx[USLUB_NR_CACHES])
 {
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0; i < s->nr_caches; i++) {
 		unsigned j = i;
 		for (; j > 0 && s->c[idx[j - 1]].memory < s->c[i].memory; j--)
 			idx[j] = idx[j - 1];
@@ -254,15 +273,17 @@ static void sort_by_memory(const struct snap *s, unsigned idx[USLUB_NR_CLASSES])
 /* JSON has every cache in class order; the table those in use, by memory. */
 static void emit_caches(struct emitter *e, const struct snap *s)
 {
-	unsigned idx[USLUB_NR_CLASSES];
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+	unsigned idx[USLUB_NR_CACHES];
+	for (unsigned i = 0; i < s->nr_caches; i++)
 		idx[i] = i;
 	if (e->mode == EMIT_TABLE)
 		sort_by_memory(s, idx);
 	table_row(e, NULL);
 	json_open(e, "caches", '[', "  ");
-	for (unsigned j = 0; j < USLUB_NR_CLASSES; j++) {
+	for (unsigned j = 0; j < s->nr_caches; j++) {
 		const struct cache_snap *f = &s->c[idx[j]];
+		if (!uslub_cache_shown(idx[j]))
+			continue;
 		bool used =
 		    f->stat[USLUB_STAT_ALLOC_FASTPATH] + f->stat[USLUB_STAT_ALLOC_SLOWPATH] ||
 		    f->slabs;
@@ -271,7 +292,7 @@ static void emit_caches(struct emitter *e, const struct snap *s)
 	}
 	json_close(e, ']');
 	uint64_t by_order[NORDERS] = {0};
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+	for (unsigned i = 0; i < s->nr_caches; i++)
 		for (unsigned k = 0; k < NORDERS; k++)
 			by_order[k] += s->c[i].by_order[k];
 	emit_array(e, NULL, "uslub: slabs by order:", by_order, NORDERS);
@@ -285,7 +306,7 @@ static void emit_nodes(struct emitter *e, const struct snap *s)
 	for (unsigned n = 0; n < nn; n++) {
 		const struct node_snap *ns = &s->n[n];
 		uint64_t partial = 0;
-		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		for (unsigned i = 0; i < s->nr_caches; i++)
 			partial += s->c[i].partial[n];
 		json_open(e, NULL, '{', NULL);
 		/* The free blocks open the table's line and close the JSON object. */
@@ -397,9 +418,9 @@ void uslub_stats_emit(int fd, int json)
 	uslub_stats_snap(&s, true);
 	struct emitter e = {0};
 	e.mode = json ? EMIT_JSON : EMIT_TABLE;
-	sink_fd(&e.sink, fd);
+	uslub_sink_fd(&e.sink, fd);
 	emit_stats(&e, &s);
-	sink_end(&e.sink);
+	uslub_sink_end(&e.sink);
 }
 
 size_t uslub_stats_format_json(char *buf, size_t cap, bool with_smaps)
@@ -419,7 +440,7 @@ size_t uslub_stats_format_json(char *buf, size_t cap, bool with_smaps)
 	}
 	struct emitter e = {0};
 	e.mode = EMIT_JSON;
-	sink_mem(&e.sink, buf, cap);
+	uslub_sink_mem(&e.sink, buf, cap);
 	emit_stats(&e, &s);
 	return e.sink.overflow ? 0 : e.sink.len;
 }

@@ -1,49 +1,17 @@
-/* The emitter under stats/emit.c: sinks (the allocator's own formatter into an fd or a
- * buffer, never stdio) and the calls that write one figure either as a line of the table or
- * as a JSON item (jemalloc's emitter.h is the model). Only emit.c includes it. */
+/* The emitter under stats/emit.c: the calls that write one figure either as a line of the
+ * table or as a JSON item, into a sink (sink.c) (jemalloc's emitter.h is the model). Only
+ * emit.c includes it. */
 #ifndef USLUB_STATS_EMITTER_H
 #define USLUB_STATS_EMITTER_H
 
 #include "os/print.h"
+#include "stats/snapshot.h"
 #include "types.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-
-/* ---- sinks ------------------------------------------------------------------------ */
-
-/* Where a dump goes: an fd (written as the formatter's buffer fills), or memory (the live
- * page). Every emit() produces well under the formatter's 2 KiB, so in memory mode each
- * one is copied out whole. */
-struct sink {
-	struct uslub_out o;
-	char *mem;
-	size_t cap, len;
-	bool overflow;
-};
-
-static inline void sink_fd(struct sink *s, int fd)
-{
-	uslub_out_init(&s->o, fd);
-	s->mem = NULL;
-}
-
-static inline void sink_mem(struct sink *s, char *buf, size_t cap)
-{
-	uslub_out_init(&s->o, -1);
-	s->mem = buf;
-	s->cap = cap;
-	s->len = 0;
-	s->overflow = false;
-}
-
-static inline void sink_end(struct sink *s)
-{
-	if (!s->mem)
-		uslub_out_flush(&s->o);
-}
 
 /* ---- the emitter ------------------------------------------------------------------ */
 
@@ -63,16 +31,7 @@ struct emitter {
 
 static inline void emit_v(struct emitter *e, const char *fmt, va_list ap)
 {
-	struct sink *s = &e->sink;
-	uslub_vprintf(&s->o, fmt, ap);
-	if (!s->mem)
-		return;
-	if (s->len + s->o.len <= s->cap)
-		memcpy(s->mem + s->len, s->o.buf, s->o.len);
-	else
-		s->overflow = true;
-	s->len += s->o.len;
-	s->o.len = 0;
+	uslub_sink_write(&e->sink, fmt, ap);
 }
 
 /* Raw output, in either mode. */

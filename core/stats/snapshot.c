@@ -41,7 +41,7 @@ static void read_counters(struct snap *s)
 			uslub_os_yield();
 			continue;
 		}
-		for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		for (unsigned i = 0; i < s->nr_caches; i++)
 			for (unsigned k = 0; k < USLUB_NR_STATS; k++)
 				s->c[i].stat[k] = load(&uslub_caches[i].stat[k]);
 		for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++)
@@ -57,7 +57,7 @@ static void read_counters(struct snap *s)
 		     t = __atomic_load_n(&t->reg_next, __ATOMIC_ACQUIRE)) {
 			if (t != &uslub_orphan_thread)
 				s->threads++;
-			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+			for (unsigned i = 0; i < s->nr_caches; i++)
 				for (unsigned k = 0; k < USLUB_NR_THREAD_STATS; k++)
 					s->c[i].stat[k] += uslub_cc_stat(&t->cpu[i], k);
 			for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++)
@@ -76,7 +76,7 @@ static void read_counters(struct snap *s)
 	}
 	/* In a cache with sheaves every fast-path operation is a sheaf operation: the two
 	 * counters older dumps had are derived, not counted twice on the fast path. */
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0; i < s->nr_caches; i++) {
 		bool sheaves = uslub_caches[i].sheaf_capacity != 0;
 		s->c[i].stat[USLUB_STAT_ALLOC_SHEAF] =
 		    sheaves ? s->c[i].stat[USLUB_STAT_ALLOC_FASTPATH] : 0;
@@ -111,14 +111,19 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 {
 	unsigned nn = uslub_stats_nr_nodes();
 	memset(s, 0, sizeof(*s));
+	s->nr_caches = uslub_caches_in_use();
 	read_counters(s);
+	s->rcu_pending_slabs = atomic_load(&uslub_rcu_stats.pending_slabs);
+	s->rcu_pending_objects = atomic_load(&uslub_rcu_stats.pending_objects);
+	s->rcu_batches = atomic_load(&uslub_rcu_stats.batches);
+	s->rcu_freed_objects = atomic_load(&uslub_rcu_stats.freed_objects);
 	for (unsigned k = 0; k < USLUB_NR_LOCKS; k++) {
 		s->lock_waits[k] =
 		    atomic_load_explicit(&uslub_lock_stats[k].waits, memory_order_relaxed);
 		s->lock_trylock_failures[k] = atomic_load_explicit(
 		    &uslub_lock_stats[k].trylock_failures, memory_order_relaxed);
 	}
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0; i < s->nr_caches; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		struct cache_snap *f = &s->c[i];
 		uint64_t allocs =
@@ -201,9 +206,9 @@ void uslub_stats_totals(struct uslub_totals *out)
 int uslub_stats_cache_info(const char *name, struct uslub_cache_info *out)
 {
 	unsigned nn = uslub_stats_nr_nodes();
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0, nr = uslub_caches_in_use(); i < nr; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
-		if (strcmp(c->name, name) != 0)
+		if (strcmp(c->name, name) != 0 || !uslub_cache_shown(i))
 			continue;
 		struct snap s;
 		uslub_stats_snap(&s, false);
@@ -233,4 +238,31 @@ int uslub_stats_cache_info(const char *name, struct uslub_cache_info *out)
 		return 0;
 	}
 	return -1;
+}
+
+uint64_t uslub_stats_active_objects(unsigned cls)
+{
+	static const unsigned in[] = {USLUB_STAT_ALLOC_FASTPATH, USLUB_STAT_ALLOC_SLOWPATH};
+	static const unsigned out[] = {USLUB_STAT_FREE_FASTPATH, USLUB_STAT_FREE_SLOWPATH};
+	for (unsigned tries = 0;; tries++) {
+		unsigned long seq = atomic_load_explicit(&uslub_fold_seq, memory_order_acquire);
+		uint64_t allocs = 0, frees = 0;
+		for (unsigned k = 0; k < 2; k++) {
+			allocs += load(&uslub_caches[cls].stat[in[k]]);
+			frees += load(&uslub_caches[cls].stat[out[k]]);
+		}
+		urcu_bp_read_lock();
+		for (struct uslub_thread *t = __atomic_load_n(&uslub_registry, __ATOMIC_ACQUIRE); t;
+		     t = __atomic_load_n(&t->reg_next, __ATOMIC_ACQUIRE))
+			for (unsigned k = 0; k < 2; k++) {
+				allocs += uslub_cc_stat(&t->cpu[cls], in[k]);
+				frees += uslub_cc_stat(&t->cpu[cls], out[k]);
+			}
+		urcu_bp_read_unlock();
+		atomic_thread_fence(memory_order_acquire);
+		if ((!(seq & 1) &&
+		     atomic_load_explicit(&uslub_fold_seq, memory_order_relaxed) == seq) ||
+		    tries >= 1000)
+			return allocs > frees ? allocs - frees : 0;
+	}
 }

@@ -7,6 +7,9 @@
 #include "os/os.h"
 #include "uslub.h"
 
+#include "os/print.h"
+
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -33,7 +36,9 @@ struct node_snap {
 };
 
 struct snap {
-	struct cache_snap c[USLUB_NR_CLASSES];
+	struct cache_snap c[USLUB_NR_CACHES];
+	unsigned nr_caches; /* slots in use: c[0 .. nr_caches) */
+	uint64_t rcu_pending_slabs, rcu_pending_objects, rcu_batches, rcu_freed_objects;
 	struct node_snap n[MAX_NODES];
 	struct uslub_totals tot;
 	uint64_t threads;			      /* thread states in the registry */
@@ -47,6 +52,18 @@ struct snap {
 	int have_smaps;
 	struct uslub_os_smaps smaps;
 };
+
+/* Where a dump goes (sink.c): an fd, or memory (the live page), whose overflow is noted. */
+struct sink {
+	struct uslub_out o;
+	char *mem;
+	size_t cap, len;
+	bool overflow;
+};
+void uslub_sink_fd(struct sink *s, int fd);
+void uslub_sink_mem(struct sink *s, char *buf, size_t cap);
+void uslub_sink_end(struct sink *s);
+void uslub_sink_write(struct sink *s, const char *fmt, va_list ap);
 
 /* Counters, slabs, nodes and totals now, taking no allocator lock; with_smaps also reads
  * /proc/self/smaps for the resident and huge-page-backed bytes. */

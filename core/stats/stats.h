@@ -19,6 +19,9 @@ void uslub_stats_start(void);
 void uslub_stats_emit(int fd, int json);
 void uslub_stats_totals(struct uslub_totals *out);
 int uslub_stats_cache_info(const char *name, struct uslub_cache_info *out);
+/* Objects of cache cls allocated and not freed (uslub_cache_destroy's count): its
+ * allocations minus its frees, over the cache and every thread. */
+uint64_t uslub_stats_active_objects(unsigned cls);
 
 #pragma GCC visibility pop
 

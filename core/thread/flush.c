@@ -11,7 +11,7 @@ void uslub_thread_flush(struct uslub_thread *t)
 
 void uslub_thread_flush_slabs(struct uslub_thread *t)
 {
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0, n = uslub_caches_in_use(); i < n; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
 		struct uslub_cache *c = &uslub_caches[i];
 		if (cc->slab) {

@@ -9,7 +9,7 @@ void uslub_lock_all(void)
 	uslub_lock(&uslub_orphan_lock, USLUB_LOCK_ORPHAN);
 	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	pthread_mutex_lock(&uslub_stat_lock);
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+	for (unsigned i = 0; i < USLUB_NR_CACHES; i++)
 		for (unsigned n = 0; n < uslub_nr_nodes; n++)
 			uslub_lock(&cache_node_of(&uslub_caches[i], n)->list_lock, USLUB_LOCK_LIST);
 	uslub_barns_lock_all();
@@ -24,7 +24,7 @@ void uslub_unlock_all(void)
 	uslub_pages_unlock_all();
 	uslub_medium_unlock_all();
 	uslub_barns_unlock_all();
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+	for (unsigned i = 0; i < USLUB_NR_CACHES; i++)
 		for (unsigned n = 0; n < uslub_nr_nodes; n++)
 			pthread_mutex_unlock(&cache_node_of(&uslub_caches[i], n)->list_lock);
 	pthread_mutex_unlock(&uslub_stat_lock);

@@ -14,6 +14,9 @@
 static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
 {
 	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	/* The barns are made for the kmalloc caches only: an object cache has none. */
+	if (unlikely(c->cls >= USLUB_NR_CLASSES))
+		return false;
 	if (unlikely(!b))
 		b = uslub_barns_make(node);
 	bool done = false;
@@ -39,7 +42,7 @@ static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsig
 {
 	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
 	unsigned n = 0;
-	if (b) {
+	if (b && c->cls < USLUB_NR_CLASSES) {
 		b += c->cls;
 		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
 			uslub_barn_lock(b);
@@ -424,7 +427,7 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
  * counts nothing again. `final` also closes the sheaves (thread exit). */
 void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 {
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0, nr = uslub_caches_in_use(); i < nr; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
 		if (final)
 			cc->sheaf_cap = 0;

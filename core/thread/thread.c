@@ -142,7 +142,7 @@ void uslub_stats_fold(struct uslub_thread *t)
 {
 	pthread_mutex_lock(&uslub_stat_lock);
 	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_acq_rel);
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+	for (unsigned i = 0, n = uslub_caches_in_use(); i < n; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
 		uint64_t free_fast = uslub_cc_stat(cc, USLUB_STAT_FREE_FASTPATH);
 		for (unsigned k = 0; k < USLUB_NR_THREAD_STATS; k++) {
@@ -364,7 +364,7 @@ void uslub_threads_after_fork_child(void)
 static void drain_state(struct uslub_thread *t)
 {
 	uslub_thread_flush_slabs(t);
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+	for (unsigned i = 0, n = uslub_caches_in_use(); i < n; i++)
 		t->cpu[i].shared_refills = 0;
 	uslub_medium_drain_idle(t);
 }

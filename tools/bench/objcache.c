@@ -1,0 +1,156 @@
+/* objcache: object caches against malloc/free, and uslub_free_rcu against call_rcu + free
+ * (issue 27; results in tools/bench/results/objcache.md). Links libuslub.so, whose
+ * malloc is then the process's, so both sides run on uslub.
+ *
+ *   objcache pairs SIZE N      N alloc+free pairs: malloc/free, uslub_cache_alloc/free
+ *   objcache bulk SIZE N       N objects in batches of 64: alloc_bulk/free_bulk vs a loop
+ *   objcache rcu N             N objects of 64 B retired: uslub_free_rcu vs one call_rcu
+ *                              (memb flavour) + free per object; ns per object and the
+ *                              peak resident memory of each phase (VmHWM reset between)
+ * Prints one line per variant: name, ns per operation. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <urcu/urcu-memb.h>
+
+#include "uslub.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Peak resident KiB since the last reset (Linux: VmHWM, reset by writing 5 to clear_refs). */
+static long peak_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+static void peak_reset(void)
+{
+	FILE *f = fopen("/proc/self/clear_refs", "w");
+	if (f) {
+		fputs("5", f);
+		fclose(f);
+	}
+}
+
+static void *volatile sink;
+
+static void pairs(size_t size, long n)
+{
+	struct uslub_cache *c = uslub_cache_create("bench", size, 0, USLUB_CACHE_NO_MERGE, NULL);
+	for (int round = 0; round < 2; round++) {
+		double t0 = now();
+		for (long i = 0; i < n; i++) {
+			void *p = malloc(size);
+			sink = p;
+			free(p);
+		}
+		double t1 = now();
+		for (long i = 0; i < n; i++) {
+			void *p = uslub_cache_alloc(c);
+			sink = p;
+			uslub_cache_free(c, p);
+		}
+		double t2 = now();
+		if (round)
+			printf("malloc_free %.2f\ncache_alloc_free %.2f\n", (t1 - t0) * 1e9 / n,
+			       (t2 - t1) * 1e9 / n);
+	}
+	uslub_cache_destroy(c);
+}
+
+static void bulk(size_t size, long n)
+{
+	struct uslub_cache *c = uslub_cache_create("bench", size, 0, USLUB_CACHE_NO_MERGE, NULL);
+	void *v[64];
+	for (int round = 0; round < 2; round++) {
+		double t0 = now();
+		for (long i = 0; i < n; i += 64) {
+			for (int k = 0; k < 64; k++)
+				v[k] = malloc(size);
+			sink = v[5];
+			for (int k = 0; k < 64; k++)
+				free(v[k]);
+		}
+		double t1 = now();
+		for (long i = 0; i < n; i += 64) {
+			if (uslub_cache_alloc_bulk(c, 64, v) != 64)
+				abort();
+			sink = v[5];
+			uslub_cache_free_bulk(c, 64, v);
+		}
+		double t2 = now();
+		if (round)
+			printf("malloc_free_x64 %.2f\ncache_bulk_x64 %.2f\n", (t1 - t0) * 1e9 / n,
+			       (t2 - t1) * 1e9 / n);
+	}
+	uslub_cache_destroy(c);
+}
+
+struct obj {
+	struct rcu_head head;
+	char data[48];
+};
+static void obj_free(struct rcu_head *h)
+{
+	free(caa_container_of(h, struct obj, head));
+}
+
+static void rcu(long n)
+{
+	urcu_memb_register_thread();
+	uslub_set_rcu(urcu_memb_call_rcu, urcu_memb_barrier);
+	peak_reset();
+	long base = peak_kib();
+	double t0 = now();
+	for (long i = 0; i < n; i++) {
+		struct obj *o = malloc(sizeof(*o));
+		o->data[0] = 1;
+		urcu_memb_call_rcu(&o->head, obj_free);
+	}
+	urcu_memb_barrier();
+	double t1 = now();
+	long peak_call = peak_kib() - base;
+	peak_reset();
+	base = peak_kib();
+	double t2 = now();
+	for (long i = 0; i < n; i++) {
+		struct obj *o = malloc(sizeof(*o));
+		o->data[0] = 1;
+		uslub_free_rcu(o);
+	}
+	uslub_rcu_barrier();
+	double t3 = now();
+	long peak_free = peak_kib() - base;
+	printf("call_rcu_free %.2f peak_kib %ld\nuslub_free_rcu %.2f peak_kib %ld\n",
+	       (t1 - t0) * 1e9 / n, peak_call, (t3 - t2) * 1e9 / n, peak_free);
+	urcu_memb_unregister_thread();
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 4 && !strcmp(argv[1], "pairs"))
+		pairs(strtoul(argv[2], NULL, 0), atol(argv[3]));
+	else if (argc >= 4 && !strcmp(argv[1], "bulk"))
+		bulk(strtoul(argv[2], NULL, 0), atol(argv[3]));
+	else if (argc >= 3 && !strcmp(argv[1], "rcu"))
+		rcu(atol(argv[2]));
+	else {
+		fprintf(stderr, "usage: objcache pairs|bulk SIZE N | rcu N\n");
+		return 2;
+	}
+	return 0;
+}
