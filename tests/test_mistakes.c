@@ -5,6 +5,10 @@
  * whose text names the fault; a row that says "not caught" must exit 0, so a change of
  * either kind shows here and the README's table is kept true.
  *
+ * Then single letters: P alone lets a freed block come straight back (the write after free
+ * lands in the new block, unseen), Q alone holds it back and finds the write, and Z alone
+ * has the background sweep find an overflow of a block the program keeps while it sleeps.
+ *
  * Each mistake runs in a child that re-executes this program under LD_PRELOAD with the
  * row's settings; its stderr goes into a pipe. Standard names, built with
  * -fno-builtin-malloc and friends, and every stray access through a volatile pointer, so
@@ -244,6 +248,29 @@ static void m_zero_write_kept(size_t n)
 	poke(p, 0);
 }
 
+/* An overflow of a block kept while the program sleeps, which then ends without the check
+ * at exit: only the background sweep can find it. */
+static void m_overflow_sleep(size_t n)
+{
+	char *p = malloc(n);
+	poke(p, (long)n);
+	for (int i = 0; i < 50; i++)
+		usleep(100 * 1000);
+	_exit(0); /* not found */
+}
+
+/* Single letters and settings: which of them catches what (table index 2). */
+static const struct mistake extra[] = {
+    /* P alone: the freed block comes straight back, and the write lands in it, unseen. */
+    {"write after free into a reused block, P", m_uaf_reuse, 0, 0, NULL, NULL, 0, "reused: yes"},
+    /* Q alone: held back, its poison checked at exit. */
+    {"write after free into a reused block, Q", m_uaf_reuse, 0, SMALL | PAGE, NULL,
+     "Poison overwritten", 0, "reused: no"},
+    {"overflow by 1 kept, found by the background sweep", m_overflow_sleep, 0, SMALL | PAGE, NULL,
+     "Found in the background sweep()", 0, NULL},
+};
+static const char *const extra_env[] = {"USLUB_DEBUG=P", "USLUB_DEBUG=Q", "USLUB_DEBUG=Z"};
+
 static const struct mistake zero[] = {
     {"malloc(0), write, free", m_zero_write, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
     {"malloc(0), write, kept to exit", m_zero_write_kept, 0, SMALL, NULL, "Found in exit()", 0,
@@ -254,7 +281,7 @@ static const struct mistake zero[] = {
 
 /* Re-executes this program for one mistake at size n with USLUB_DEBUG=`debug` (NULL:
  * none); returns the wait status, and stderr in out. */
-static int run_child(const char *self, int zero_table, size_t i, size_t n, const char *debug,
+static int run_child(const char *self, int table, size_t i, size_t n, const char *setting,
 		     char *out, size_t cap)
 {
 	int fds[2];
@@ -273,18 +300,15 @@ static int run_child(const char *self, int zero_table, size_t i, size_t n, const
 		dup2(fds[1], 2);
 		close(fds[1]);
 		static char *env[64];
-		static char setting[64];
 		size_t k = 0;
 		for (char **e = environ; *e && k < 60; e++)
 			if (strncmp(*e, "USLUB_", 6) != 0)
 				env[k++] = *e;
-		if (debug) {
-			snprintf(setting, sizeof(setting), "USLUB_DEBUG=%s", debug);
-			env[k++] = setting;
-		}
+		if (setting)
+			env[k++] = (char *)setting;
 		env[k] = NULL;
 		char a1[16], a2[32];
-		snprintf(a1, sizeof(a1), "%d:%zu", zero_table, i);
+		snprintf(a1, sizeof(a1), "%d:%zu", table, i);
 		snprintf(a2, sizeof(a2), "%zu", n);
 		char *argv[] = {(char *)self, "--mistake", a1, a2, NULL};
 		alarm(60);
@@ -308,15 +332,17 @@ static int run_child(const char *self, int zero_table, size_t i, size_t n, const
 	return status;
 }
 
-static void check_one(const struct mistake *m, int zero_table, size_t i, unsigned bit, size_t n,
-		      const char *debug)
+/* `env`: the child's one USLUB_ setting, NULL for the default; with one, the row's
+ * with_letters column applies. */
+static void check_one(const struct mistake *m, int table, size_t i, unsigned bit, size_t n,
+		      const char *env)
 {
 	static char out[65536];
-	int status = run_child("/proc/self/exe", zero_table, i, n, debug, out, sizeof(out));
-	unsigned caught = debug ? m->with_letters : m->by_default;
-	const char *want = debug ? m->report_letters : m->report_default;
-	const char *setting = debug ? "USLUB_DEBUG=1" : "default";
-	if (debug && m->also && (caught & bit))
+	int status = run_child("/proc/self/exe", table, i, n, env, out, sizeof(out));
+	unsigned caught = env ? m->with_letters : m->by_default;
+	const char *want = env ? m->report_letters : m->report_default;
+	const char *setting = env ? env : "default";
+	if (env && m->also && ((caught & bit) || !m->with_letters))
 		CHECKF(strstr(out, m->also) != NULL, "%s at %zu B (%s): no \"%s\" in:\n%s", m->name,
 		       n, setting, m->also, out);
 	if (m->faults & bit) {
@@ -346,7 +372,7 @@ int main(int argc, char **argv)
 		int z = atoi(argv[2]);
 		size_t i = strtoul(strchr(argv[2], ':') + 1, NULL, 10);
 		signal(SIGABRT, SIG_DFL);
-		const struct mistake *m = z ? &zero[i] : &mistakes[i];
+		const struct mistake *m = z == 2 ? &extra[i] : z ? &zero[i] : &mistakes[i];
 		m->run(strtoul(argv[3], NULL, 10));
 		exit(0); /* through the destructors: the check at exit */
 	}
@@ -355,12 +381,16 @@ int main(int argc, char **argv)
 	       "and under USLUB_DEBUG=1\n",
 	       NR_MISTAKES);
 	for (int d = 0; d < 2; d++) {
-		const char *debug = d ? "1" : NULL;
+		const char *env = d ? "USLUB_DEBUG=1" : NULL;
 		for (size_t i = 0; i < NR_MISTAKES; i++)
 			for (size_t s = 0; s < 3; s++)
-				check_one(&mistakes[i], 0, i, 1u << s, sizes[s], debug);
+				check_one(&mistakes[i], 0, i, 1u << s, sizes[s], env);
 		for (size_t i = 0; i < sizeof(zero) / sizeof(zero[0]); i++)
-			check_one(&zero[i], 1, i, SMALL, 0, debug);
+			check_one(&zero[i], 1, i, SMALL, 0, env);
 	}
+	/* One letter at a time, at 8 B and 4 KiB. */
+	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
+		for (size_t s = 0; s < 2; s++)
+			check_one(&extra[i], 2, i, 1u << s, sizes[s], extra_env[i]);
 	return tu_summary("test_mistakes");
 }
