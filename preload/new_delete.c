@@ -49,36 +49,36 @@ void *uslub_new_alloc(size_t size, size_t align)
 EXPORT void *cxx_new(size_t size) __asm__("_Znwm");
 EXPORT void *cxx_new(size_t size)
 {
-	void *p = uslub_malloc_inline(size);
+	void *p = uslub_malloc_inline_as(size, KIND_NEW);
 	if (likely(p))
-		return NEW_DONE(p, KIND_NEW);
+		return p;
 	return NEW_DONE(uslub_new_retry(size, 0), KIND_NEW);
 }
 
 EXPORT void *cxx_new_array(size_t size) __asm__("_Znam");
 EXPORT void *cxx_new_array(size_t size)
 {
-	void *p = uslub_malloc_inline(size);
+	void *p = uslub_malloc_inline_as(size, KIND_NEW_ARRAY);
 	if (likely(p))
-		return NEW_DONE(p, KIND_NEW_ARRAY);
+		return p;
 	return NEW_DONE(uslub_new_retry(size, 0), KIND_NEW_ARRAY);
 }
 
 EXPORT void *cxx_new_nothrow(size_t size, NOTHROW) __asm__("_ZnwmRKSt9nothrow_t");
 EXPORT void *cxx_new_nothrow(size_t size, NOTHROW)
 {
-	void *p = uslub_malloc_inline(size);
+	void *p = uslub_malloc_inline_as(size, KIND_NEW);
 	if (likely(p))
-		return NEW_DONE(p, KIND_NEW);
+		return p;
 	return NEW_DONE(uslub_new_retry_nothrow(size, 0), KIND_NEW);
 }
 
 EXPORT void *cxx_new_array_nothrow(size_t size, NOTHROW) __asm__("_ZnamRKSt9nothrow_t");
 EXPORT void *cxx_new_array_nothrow(size_t size, NOTHROW)
 {
-	void *p = uslub_malloc_inline(size);
+	void *p = uslub_malloc_inline_as(size, KIND_NEW_ARRAY);
 	if (likely(p))
-		return NEW_DONE(p, KIND_NEW_ARRAY);
+		return p;
 	return NEW_DONE(uslub_new_retry_nothrow(size, 0), KIND_NEW_ARRAY);
 }
 
@@ -128,15 +128,13 @@ EXPORT void *cxx_new_array_aligned_nothrow(size_t size, align_val_t align, NOTHR
 EXPORT void cxx_delete(void *p) __asm__("_ZdlPv");
 EXPORT void cxx_delete(void *p)
 {
-	DELETE_CHECK(p, KIND_NEW, "operator delete");
-	uslub_free_inline(p);
+	uslub_free_inline_as(p, KIND_NEW);
 }
 
 EXPORT void cxx_delete_array(void *p) __asm__("_ZdaPv");
 EXPORT void cxx_delete_array(void *p)
 {
-	DELETE_CHECK(p, KIND_NEW_ARRAY, "operator delete[]");
-	uslub_free_inline(p);
+	uslub_free_inline_as(p, KIND_NEW_ARRAY);
 }
 
 EXPORT void cxx_delete_sized(void *p, size_t size) __asm__("_ZdlPvm");
@@ -154,15 +152,13 @@ EXPORT void cxx_delete_array_sized(void *p, size_t size)
 EXPORT void cxx_delete_nothrow(void *p, NOTHROW) __asm__("_ZdlPvRKSt9nothrow_t");
 EXPORT void cxx_delete_nothrow(void *p, NOTHROW)
 {
-	DELETE_CHECK(p, KIND_NEW, "operator delete");
-	uslub_free_inline(p);
+	uslub_free_inline_as(p, KIND_NEW);
 }
 
 EXPORT void cxx_delete_array_nothrow(void *p, NOTHROW) __asm__("_ZdaPvRKSt9nothrow_t");
 EXPORT void cxx_delete_array_nothrow(void *p, NOTHROW)
 {
-	DELETE_CHECK(p, KIND_NEW_ARRAY, "operator delete[]");
-	uslub_free_inline(p);
+	uslub_free_inline_as(p, KIND_NEW_ARRAY);
 }
 
 EXPORT void cxx_delete_aligned(void *p, align_val_t align) __asm__("_ZdlPvSt11align_val_t");

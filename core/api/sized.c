@@ -93,6 +93,24 @@ void uslub_delete_check(void *p, enum dbg_kind kind, const char *op)
 	uslub_debug_check_kind(c, s, p, kind, op);
 }
 
+void *uslub_new_slow(size_t size, unsigned kind)
+{
+	void *p = uslub_slab_alloc_slow(size);
+	if (unlikely(uslub_debug_any) && p)
+		uslub_new_mark(p, kind);
+	return p;
+}
+
+/* Reached by a tail call from the operator, and ends in free's by one: the return
+ * address free's slow path records (USLUB_DEBUG=U) is still the program's call site. */
+void uslub_delete_slow(void *p, unsigned kind)
+{
+	if (unlikely(uslub_debug_any))
+		uslub_delete_check(p, kind,
+				   kind == KIND_NEW ? "operator delete" : "operator delete[]");
+	uslub_free_slow(p, block_of(p));
+}
+
 void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized_op op)
 {
 	if (!p)
