@@ -30,6 +30,15 @@
 
 #define READY_MAGIC 0x5eadbeefd0d0cafeULL
 
+/* The background steps read objects while their threads write them - by design, each look
+ * validated by the counts above - which ThreadSanitizer would report as races: a TSan
+ * build sweeps only at malloc_trim and exit. */
+#ifdef USLUB_TSAN
+#define BACKGROUND_SWEEP 0
+#else
+#define BACKGROUND_SWEEP 1
+#endif
+
 bool uslub_debug_sweep_wanted;
 
 static _Atomic uint64_t ready_gen;
@@ -158,7 +167,7 @@ static size_t sweep_region(struct uslub_node *n, struct region *r, size_t from, 
 
 void uslub_debug_sweep(const char *op, size_t pages)
 {
-	if (!uslub_debug_sweep_wanted)
+	if (!uslub_debug_sweep_wanted || (pages && !BACKGROUND_SWEEP))
 		return;
 	unsigned nr_nodes = uslub_nr_nodes < MAX_NODES ? uslub_nr_nodes : MAX_NODES;
 	if (!pages) {
