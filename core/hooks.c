@@ -29,9 +29,10 @@ static void no_alloc(struct uslub_cache *c, struct page_desc *s, void *object, s
 	(void)c, (void)s, (void)object, (void)size, (void)caller;
 }
 
-static void no_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
+static bool no_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
 {
 	(void)c, (void)s, (void)object, (void)caller;
+	return false;
 }
 
 static void no_report(const struct uslub_cache *c, struct page_desc *s, void *object,

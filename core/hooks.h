@@ -30,10 +30,11 @@ struct uslub_hooks {
 	/* A debug cache's slab going back to the page allocator. */
 	void (*slab_discard)(const struct uslub_cache *c, struct page_desc *s);
 	/* An object of a debug cache leaving for the program (`size` bytes asked for), and
-	 * one coming back; `caller` is the program's call site. */
+	 * one coming back; `caller` is the program's call site. True from object_free: the
+	 * observer keeps the object (a quarantine) and frees it later itself. */
 	void (*object_alloc)(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
 			     void *caller);
-	void (*object_free)(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
+	bool (*object_free)(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
 	/* What a debug cache can add to a report of a bad pointer p into `object`. */
 	void (*object_report)(const struct uslub_cache *c, struct page_desc *s, void *object,
 			      const char *what, const void *p);

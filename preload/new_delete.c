@@ -25,6 +25,14 @@ typedef size_t align_val_t;
 struct nothrow_t;
 #define NOTHROW const struct nothrow_t *nothrow __attribute__((unused))
 
+/* Under USLUB_DEBUG a new object's kind is kept, and a delete checks it (api/sized.c). */
+#define NEW_DONE(p, kind) uslub_new_done(p, kind)
+#define DELETE_CHECK(p, kind, op)                                                                  \
+	do {                                                                                       \
+		if (unlikely(uslub_debug_any))                                                     \
+			uslub_delete_check(p, kind, op);                                           \
+	} while (0)
+
 /* new_handler.c: the standard's loop - call the new_handler while allocation fails and
  * there is one - then std::bad_alloc, or NULL for the nothrow forms. */
 void *uslub_new_retry(size_t size, size_t align);
@@ -41,37 +49,37 @@ void *uslub_new_alloc(size_t size, size_t align)
 EXPORT void *cxx_new(size_t size) __asm__("_Znwm");
 EXPORT void *cxx_new(size_t size)
 {
-	void *p = uslub_malloc_inline(size);
+	void *p = uslub_malloc_inline_as(size, KIND_NEW);
 	if (likely(p))
 		return p;
-	return uslub_new_retry(size, 0);
+	return NEW_DONE(uslub_new_retry(size, 0), KIND_NEW);
 }
 
 EXPORT void *cxx_new_array(size_t size) __asm__("_Znam");
 EXPORT void *cxx_new_array(size_t size)
 {
-	void *p = uslub_malloc_inline(size);
+	void *p = uslub_malloc_inline_as(size, KIND_NEW_ARRAY);
 	if (likely(p))
 		return p;
-	return uslub_new_retry(size, 0);
+	return NEW_DONE(uslub_new_retry(size, 0), KIND_NEW_ARRAY);
 }
 
 EXPORT void *cxx_new_nothrow(size_t size, NOTHROW) __asm__("_ZnwmRKSt9nothrow_t");
 EXPORT void *cxx_new_nothrow(size_t size, NOTHROW)
 {
-	void *p = uslub_malloc_inline(size);
+	void *p = uslub_malloc_inline_as(size, KIND_NEW);
 	if (likely(p))
 		return p;
-	return uslub_new_retry_nothrow(size, 0);
+	return NEW_DONE(uslub_new_retry_nothrow(size, 0), KIND_NEW);
 }
 
 EXPORT void *cxx_new_array_nothrow(size_t size, NOTHROW) __asm__("_ZnamRKSt9nothrow_t");
 EXPORT void *cxx_new_array_nothrow(size_t size, NOTHROW)
 {
-	void *p = uslub_malloc_inline(size);
+	void *p = uslub_malloc_inline_as(size, KIND_NEW_ARRAY);
 	if (likely(p))
 		return p;
-	return uslub_new_retry_nothrow(size, 0);
+	return NEW_DONE(uslub_new_retry_nothrow(size, 0), KIND_NEW_ARRAY);
 }
 
 EXPORT void *cxx_new_aligned(size_t size, align_val_t align) __asm__("_ZnwmSt11align_val_t");
@@ -79,8 +87,8 @@ EXPORT void *cxx_new_aligned(size_t size, align_val_t align)
 {
 	void *p = uslub_memalign(align, size);
 	if (likely(p))
-		return p;
-	return uslub_new_retry(size, align);
+		return NEW_DONE(p, KIND_NEW);
+	return NEW_DONE(uslub_new_retry(size, align), KIND_NEW);
 }
 
 EXPORT void *cxx_new_array_aligned(size_t size, align_val_t align) __asm__("_ZnamSt11align_val_t");
@@ -88,8 +96,8 @@ EXPORT void *cxx_new_array_aligned(size_t size, align_val_t align)
 {
 	void *p = uslub_memalign(align, size);
 	if (likely(p))
-		return p;
-	return uslub_new_retry(size, align);
+		return NEW_DONE(p, KIND_NEW_ARRAY);
+	return NEW_DONE(uslub_new_retry(size, align), KIND_NEW_ARRAY);
 }
 
 EXPORT void *cxx_new_aligned_nothrow(size_t size, align_val_t align,
@@ -98,8 +106,8 @@ EXPORT void *cxx_new_aligned_nothrow(size_t size, align_val_t align, NOTHROW)
 {
 	void *p = uslub_memalign(align, size);
 	if (likely(p))
-		return p;
-	return uslub_new_retry_nothrow(size, align);
+		return NEW_DONE(p, KIND_NEW);
+	return NEW_DONE(uslub_new_retry_nothrow(size, align), KIND_NEW);
 }
 
 EXPORT void *cxx_new_array_aligned_nothrow(size_t size, align_val_t align,
@@ -108,8 +116,8 @@ EXPORT void *cxx_new_array_aligned_nothrow(size_t size, align_val_t align, NOTHR
 {
 	void *p = uslub_memalign(align, size);
 	if (likely(p))
-		return p;
-	return uslub_new_retry_nothrow(size, align);
+		return NEW_DONE(p, KIND_NEW_ARRAY);
+	return NEW_DONE(uslub_new_retry_nothrow(size, align), KIND_NEW_ARRAY);
 }
 
 /* ---- delete ------------------------------------------------------------------------ */
@@ -120,13 +128,13 @@ EXPORT void *cxx_new_array_aligned_nothrow(size_t size, align_val_t align, NOTHR
 EXPORT void cxx_delete(void *p) __asm__("_ZdlPv");
 EXPORT void cxx_delete(void *p)
 {
-	uslub_free_inline(p);
+	uslub_free_inline_as(p, KIND_NEW);
 }
 
 EXPORT void cxx_delete_array(void *p) __asm__("_ZdaPv");
 EXPORT void cxx_delete_array(void *p)
 {
-	uslub_free_inline(p);
+	uslub_free_inline_as(p, KIND_NEW_ARRAY);
 }
 
 EXPORT void cxx_delete_sized(void *p, size_t size) __asm__("_ZdlPvm");
@@ -144,19 +152,20 @@ EXPORT void cxx_delete_array_sized(void *p, size_t size)
 EXPORT void cxx_delete_nothrow(void *p, NOTHROW) __asm__("_ZdlPvRKSt9nothrow_t");
 EXPORT void cxx_delete_nothrow(void *p, NOTHROW)
 {
-	uslub_free_inline(p);
+	uslub_free_inline_as(p, KIND_NEW);
 }
 
 EXPORT void cxx_delete_array_nothrow(void *p, NOTHROW) __asm__("_ZdaPvRKSt9nothrow_t");
 EXPORT void cxx_delete_array_nothrow(void *p, NOTHROW)
 {
-	uslub_free_inline(p);
+	uslub_free_inline_as(p, KIND_NEW_ARRAY);
 }
 
 EXPORT void cxx_delete_aligned(void *p, align_val_t align) __asm__("_ZdlPvSt11align_val_t");
 EXPORT void cxx_delete_aligned(void *p, align_val_t align)
 {
 	(void)align;
+	DELETE_CHECK(p, KIND_NEW, "operator delete");
 	uslub_free_inline(p);
 }
 
@@ -164,6 +173,7 @@ EXPORT void cxx_delete_array_aligned(void *p, align_val_t align) __asm__("_ZdaPv
 EXPORT void cxx_delete_array_aligned(void *p, align_val_t align)
 {
 	(void)align;
+	DELETE_CHECK(p, KIND_NEW_ARRAY, "operator delete[]");
 	uslub_free_inline(p);
 }
 
@@ -186,6 +196,7 @@ EXPORT void cxx_delete_aligned_nothrow(void *p, align_val_t align,
 EXPORT void cxx_delete_aligned_nothrow(void *p, align_val_t align, NOTHROW)
 {
 	(void)align;
+	DELETE_CHECK(p, KIND_NEW, "operator delete");
 	uslub_free_inline(p);
 }
 
@@ -195,5 +206,6 @@ cxx_delete_array_aligned_nothrow(void *p, align_val_t align,
 EXPORT void cxx_delete_array_aligned_nothrow(void *p, align_val_t align, NOTHROW)
 {
 	(void)align;
+	DELETE_CHECK(p, KIND_NEW_ARRAY, "operator delete[]");
 	uslub_free_inline(p);
 }

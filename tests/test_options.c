@@ -159,11 +159,17 @@ int main(void)
 	       uslub_config.debug_caches ? uslub_config.debug_caches : "(none)", msg);
 	char *debug_one[] = {"USLUB_DEBUG=1", NULL};
 	parse(debug_one);
-	CHECKF(uslub_config.debug_letters ==
-		       (USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P | USLUB_DEBUG_U) &&
+	CHECKF(uslub_config.debug_letters == (USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P |
+					      USLUB_DEBUG_U | USLUB_DEBUG_Q) &&
 		   !uslub_config.debug_caches,
-	       "1 is FZPU on every cache: %#x", uslub_config.debug_letters);
-	char *debug_bad[] = {"USLUB_DEBUG=FQ", NULL};
+	       "1 is FZPUQ on every cache: %#x", uslub_config.debug_letters);
+	char *debug_q[] = {"USLUB_DEBUG=Q", "USLUB_QUARANTINE=1M", "USLUB_REDZONE=32", NULL};
+	msg = parse(debug_q);
+	CHECKF(msg[0] == '\0' && uslub_config.debug_letters == USLUB_DEBUG_Q &&
+		   uslub_config.quarantine == (1 << 20) && uslub_config.redzone == 32,
+	       "Q, a quarantine of 1M, red zones of 32: %#x %lu %u: %s", uslub_config.debug_letters,
+	       (unsigned long)uslub_config.quarantine, uslub_config.redzone, msg);
+	char *debug_bad[] = {"USLUB_DEBUG=FX", NULL};
 	msg = parse(debug_bad);
 	CHECKF(lines(msg) == 1 && strstr(msg, "USLUB_DEBUG") &&
 		   uslub_config.debug_letters == USLUB_DEBUG_F,

@@ -172,6 +172,10 @@ size_t uslub_malloc_usable_size(const void *p)
 int uslub_malloc_trim(size_t pad)
 {
 	uslub_init();
+	/* USLUB_DEBUG: every debug object checked, and the quarantine emptied (its objects'
+	 * poison checked as they leave), so what it held can go back too. */
+	uslub_debug_sweep("malloc_trim", 0);
+	uslub_quarantine_drain();
 	uslub_threads_reap(0);
 	struct uslub_thread *t = uslub_tls_thread;
 	bool in = uslub_slow_enter(t);

@@ -152,9 +152,16 @@ static inline unsigned uslub_aligned_class(size_t size, size_t alignment)
 #define KEEP_IN(reg, v) __asm__("" : "+r"(v))
 #endif
 
+/* C++'s operator new and delete (preload/new_delete.c) take the same fast paths with a
+ * `kind` (enum dbg_kind, a constant at each call): only their slow paths differ, where
+ * every debug cache's operations go, and keep the kind under USLUB_DEBUG (sized.c). */
+void *uslub_new_slow(size_t size, unsigned kind);
+void uslub_delete_slow(void *p, unsigned kind);
+
 /* malloc: the top of the thread's sheaf of the size's cache. An empty sheaf (also every
  * sheaf of a thread without state, and of a debug cache) sends malloc to the refill. */
-static inline void *uslub_malloc_inline(size_t size)
+static inline __attribute__((always_inline)) void *uslub_malloc_inline_as(size_t size,
+									  unsigned kind)
 {
 	if (likely(size <= USLUB_MAX_SMALL)) {
 		struct cache_cpu *cc =
@@ -175,7 +182,14 @@ static inline void *uslub_malloc_inline(size_t size)
 		}
 	}
 	uslub_init();
+	if (kind)
+		return uslub_new_slow(size, kind);
 	return uslub_slab_alloc_slow(size);
+}
+
+static inline void *uslub_malloc_inline(size_t size)
+{
+	return uslub_malloc_inline_as(size, 0);
 }
 
 /* free: onto the thread's sheaf of the object's cache, whichever slab it lies in and
@@ -188,7 +202,7 @@ static inline void *uslub_malloc_inline(size_t size)
  * offset in the slab is below 2^32 and its quotient below 2^16. And p must not be free
  * already: every free object carries its mark, whichever list, sheaf or barn it is on
  * (slab.c, section 7). */
-static inline void uslub_free_inline(void *p)
+static inline __attribute__((always_inline)) void uslub_free_inline_as(void *p, unsigned kind)
 {
 	uintptr_t i = (uintptr_t)p >> REGION_SHIFT;
 	if (likely(i < REGION_SLOTS)) {
@@ -221,7 +235,15 @@ static inline void uslub_free_inline(void *p)
 			return;
 		}
 	}
-	uslub_free_slow(p, block_of(p));
+	if (kind)
+		uslub_delete_slow(p, kind);
+	else
+		uslub_free_slow(p, block_of(p));
+}
+
+static inline void uslub_free_inline(void *p)
+{
+	uslub_free_inline_as(p, 0);
 }
 
 /* The safe points' hook of RCU (rcu.c): hands what waits for a grace period to call_rcu. */

@@ -60,6 +60,57 @@ report_size(void *p, size_t size, enum uslub_sized_op op, const struct uslub_cac
 	uslub_report_bad_block(what.buf, op_name[op], p, kind, bytes);
 }
 
+/* The debug cache of p, a slab object, when it keeps kinds; NULL otherwise. */
+static struct uslub_cache *kind_cache(void *p, struct page_desc **s)
+{
+	struct page_desc *d = block_of(p);
+	if (!d || d->kind != PAGE_SLAB)
+		return NULL;
+	struct uslub_cache *c = &uslub_caches[d->cls];
+	*s = d;
+	return (c->debug & DBG_LETTERS) ? c : NULL;
+}
+
+void uslub_new_mark(void *p, enum dbg_kind kind)
+{
+	struct page_desc *s;
+	struct uslub_cache *c = kind_cache(p, &s);
+	if (c)
+		uslub_debug_set_kind(c, s, p, kind);
+}
+
+void uslub_delete_check(void *p, enum dbg_kind kind, const char *op)
+{
+	if (!p)
+		return;
+	struct page_desc *s;
+	struct uslub_cache *c = kind_cache(p, &s);
+	if (!c)
+		return;
+	/* A pointer that is no object's start is reported by the classification. */
+	struct uslub_ptr ptr;
+	uslub_classify(p, s, op, 0, &ptr);
+	uslub_debug_check_kind(c, s, p, kind, op);
+}
+
+void *uslub_new_slow(size_t size, unsigned kind)
+{
+	void *p = uslub_slab_alloc_slow(size);
+	if (unlikely(uslub_debug_any) && p)
+		uslub_new_mark(p, kind);
+	return p;
+}
+
+/* Reached by a tail call from the operator, and ends in free's by one: the return
+ * address free's slow path records (USLUB_DEBUG=U) is still the program's call site. */
+void uslub_delete_slow(void *p, unsigned kind)
+{
+	if (unlikely(uslub_debug_any))
+		uslub_delete_check(p, kind,
+				   kind == KIND_NEW ? "operator delete" : "operator delete[]");
+	uslub_free_slow(p, block_of(p));
+}
+
 void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized_op op)
 {
 	if (!p)
@@ -72,9 +123,19 @@ void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized
 	struct page_desc *s = ptr.d;
 	if (ptr.kind == PTR_SLAB) {
 		struct uslub_cache *c = ptr.c;
-		if ((c->debug & DBG_LETTERS) && !uslub_debug_is_free(c, p) &&
-		    !fits_slab(c, size, align, op))
-			report_size(p, size, op, c, s, NULL, 0);
+		bool delete = op == SIZED_DELETE || op == SIZED_DELETE_ARRAY;
+		if ((c->debug & DBG_LETTERS) && !uslub_debug_is_free(c, p)) {
+			/* A delete is given the size new was asked for, exactly (an aligned
+			 * new of 0 bytes asks for 1, as aligned_alloc does). */
+			size_t req = uslub_debug_requested(c, p);
+			if (delete ? size != req && !(size == 0 && req == 1 && align)
+				   : !fits_slab(c, size, align, op))
+				report_size(p, size, op, c, s, NULL, 0);
+			if (delete)
+				uslub_debug_check_kind(
+				    c, s, p, op == SIZED_DELETE ? KIND_NEW : KIND_NEW_ARRAY,
+				    op_name[op]);
+		}
 	} else if (ptr.kind == PTR_LARGE) {
 		if (uslub_debug_every_cache && pages_of(size) != s->objects)
 			report_size(p, size, op, NULL, NULL, "large",

@@ -31,6 +31,20 @@ enum uslub_sized_op {
  * recorded for USLUB_DEBUG=U. */
 void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized_op op);
 
+/* C++'s kinds under USLUB_DEBUG (debug/kind.c): operator new and new[] mark the object
+ * they return, a delete checks the mark (ASan's alloc-dealloc-mismatch) and stops the
+ * program on a mismatch. Objects of caches without letters, and large and huge blocks,
+ * keep no kind. */
+void uslub_new_mark(void *p, enum dbg_kind kind);
+void uslub_delete_check(void *p, enum dbg_kind kind, const char *op);
+
+static inline void *uslub_new_done(void *p, enum dbg_kind kind)
+{
+	if (unlikely(uslub_debug_any) && p)
+		uslub_new_mark(p, kind);
+	return p;
+}
+
 static inline void uslub_free_sized_inline(void *p, size_t size, size_t align,
 					   enum uslub_sized_op op)
 {

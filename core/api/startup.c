@@ -113,6 +113,8 @@ void uslub_init_slow(void)
 
 static void fork_prepare(void)
 {
+	/* First: its holder frees objects, which takes the locks below. */
+	uslub_quarantine_lock();
 	uslub_threads_before_fork();
 	urcu_bp_before_fork();
 	uslub_lock_all();
@@ -123,6 +125,7 @@ static void fork_parent(void)
 	uslub_unlock_all();
 	urcu_bp_after_fork_parent();
 	uslub_threads_after_fork_parent();
+	uslub_quarantine_unlock();
 }
 
 static void fork_child(void)
@@ -135,6 +138,7 @@ static void fork_child(void)
 	uslub_replenish_after_fork_child();
 	/* Unlocks what urcu_bp_before_fork took, and drops the other threads' readers. */
 	urcu_bp_after_fork_child();
+	uslub_quarantine_unlock();
 }
 
 /* pthread_atfork allocates, so it is registered from a constructor, once the allocator
@@ -145,4 +149,12 @@ __attribute__((constructor)) static void uslub_constructor(void)
 	uslub_node_discover();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	uslub_stats_start();
+}
+
+/* USLUB_DEBUG: a last look at every debug object (debug/sweep.c), so an overflow of a
+ * block never freed, or a write into one freed, is reported before the program ends. */
+__attribute__((destructor)) static void uslub_destructor(void)
+{
+	if (uslub_debug_sweep_wanted)
+		uslub_debug_sweep("exit", 0);
 }

@@ -20,8 +20,8 @@
 /* The state word tells an allocated object from a free one, and both from bytes that are
  * no state at all (libumem's XOR-encoded buffer control): XOR with the object's address
  * so a state copied from another object does not pass. */
-#define STATE_ALLOC 0xa110ca7eda110ca7ULL
-#define STATE_FREE  0xf7eedf7eedf7eed0ULL
+#define STATE_ALLOC DBG_STATE_ALLOC
+#define STATE_FREE  DBG_STATE_FREE
 
 /* ---- start-up ---------------------------------------------------------------------- */
 
@@ -48,7 +48,9 @@ static unsigned letter_flags(unsigned letters)
 	       (letters & USLUB_DEBUG_Z ? DBG_REDZONE : 0) |
 	       (letters & USLUB_DEBUG_P ? DBG_POISON : 0) |
 	       (letters & USLUB_DEBUG_U ? DBG_TRACK : 0) |
-	       (letters & USLUB_DEBUG_T ? DBG_TRACE : 0);
+	       (letters & USLUB_DEBUG_T ? DBG_TRACE : 0) |
+	       /* A held object is poisoned, and its poison checked as it leaves. */
+	       (letters & USLUB_DEBUG_Q ? DBG_QUARANTINE | DBG_POISON : 0);
 }
 
 /* A debug cache's slots: pad (red zones and metadata) in front of each object, a
@@ -58,7 +60,7 @@ static void debug_layout(struct uslub_cache *c)
 	uint32_t align = c->size & -c->size;
 	if (align > USLUB_PAGE_SIZE)
 		align = USLUB_PAGE_SIZE;
-	uint32_t pad = (DBG_PAD_MIN + align - 1) & ~(align - 1);
+	uint32_t pad = (2 * DBG_RZ + DBG_META_SIZE + align - 1) & ~(align - 1);
 	c->offset = pad;
 	c->stride = pad + c->size;
 	c->tail = DBG_RZ;
@@ -80,7 +82,7 @@ unsigned uslub_debug_cache_flags(const char *name, unsigned letters, bool typed)
 	 * may still read) is neither poisoned nor hidden from the program when freed: the
 	 * kernel drops poisoning for such caches, and KASAN does not flag reads of them. */
 	if (typed)
-		f &= ~(unsigned)(DBG_POISON | DBG_ASAN | DBG_VALGRIND);
+		f &= ~(unsigned)(DBG_POISON | DBG_QUARANTINE | DBG_ASAN | DBG_VALGRIND);
 	return f;
 }
 
@@ -90,6 +92,7 @@ void uslub_debug_cache_layout(struct uslub_cache *c)
 	if (c->debug)
 		debug_layout(c);
 }
+unsigned uslub_debug_rz = 64;
 
 void uslub_debug_init(void)
 {
@@ -99,6 +102,7 @@ void uslub_debug_init(void)
 	uslub_random_init(&seed);
 	flags = letter_flags(uslub_config.debug_letters);
 	list = uslub_config.debug_caches;
+	uslub_debug_rz = (uslub_config.redzone + 15) & ~15u;
 	uslub_debug_any = flags != 0;
 	uslub_debug_every_cache = flags && !list;
 	/* Checked once: every cache then takes the slow path, which tells memcheck. */
@@ -123,6 +127,8 @@ void uslub_debug_init(void)
 			c->debug |= flags;
 		if (c->debug)
 			debug_layout(c);
+		if ((c->debug & (DBG_REDZONE | DBG_POISON)) && !(all & (DBG_VALGRIND | DBG_ASAN)))
+			uslub_debug_sweep_wanted = true;
 	}
 	if (list) {
 		/* A name that matches no cache is most likely a typo: say so. */
@@ -206,8 +212,26 @@ static void set_orig_size(const struct uslub_cache *c, void *object, size_t size
 	mem_close(&m->orig_size, sizeof(m->orig_size));
 }
 
-/* The red zones of an object holding `size` bytes: 16 bytes before it, and from `size` to
- * the end of its slot (the kmalloc red zone up to the class size, then 16 bytes). A free
+/* The object's sequence count (dbg_meta.seq): odd from seq_begin to seq_end. */
+static void seq_begin(const struct uslub_cache *c, void *object)
+{
+	struct dbg_meta *m = dbg_meta_of(c, object);
+	mem_open(&m->seq, sizeof(m->seq));
+	__atomic_store_n(&m->seq, __atomic_load_n(&m->seq, __ATOMIC_RELAXED) | 1, __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_release);
+	mem_close(&m->seq, sizeof(m->seq));
+}
+
+static void seq_end(const struct uslub_cache *c, void *object)
+{
+	struct dbg_meta *m = dbg_meta_of(c, object);
+	mem_open(&m->seq, sizeof(m->seq));
+	__atomic_store_n(&m->seq, __atomic_load_n(&m->seq, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+	mem_close(&m->seq, sizeof(m->seq));
+}
+
+/* The red zones of an object holding `size` bytes: W bytes before it, and from `size` to
+ * the end of its slot (the kmalloc red zone up to the class size, then W bytes). A free
  * object's are filled from the class size on: its poison covers the whole object. */
 static void fill_redzones(const struct uslub_cache *c, void *object, size_t size, int val)
 {
@@ -224,12 +248,18 @@ static void fill_redzones(const struct uslub_cache *c, void *object, size_t size
 void uslub_debug_init_object(const struct uslub_cache *c, void *object)
 {
 	struct dbg_meta *m = dbg_meta_of(c, object);
-	memset(m, 0, sizeof(*m));
+	/* Odd first: a sweep may look at the slab as soon as its descriptor is set. */
+	__atomic_store_n(&m->seq, 1, __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_release);
+	m->link = 0;
+	memset(m->track, 0, sizeof(m->track));
+	m->kind = KIND_MALLOC;
 	m->state = (uintptr_t)object ^ STATE_FREE;
 	if (c->debug & DBG_REDZONE)
 		fill_redzones(c, object, c->size, RED_INACTIVE);
 	if (c->debug & DBG_POISON)
 		fill_poison(c, object);
+	__atomic_store_n(&m->seq, 2, __ATOMIC_RELEASE);
 }
 
 static size_t slab_bytes(const struct page_desc *s)
@@ -240,6 +270,7 @@ static size_t slab_bytes(const struct page_desc *s)
 void uslub_debug_slab_ready(const struct uslub_cache *c, struct page_desc *s)
 {
 	(void)c;
+	uslub_debug_sweep_ready(s);
 	mem_close(page_address(s), slab_bytes(s));
 }
 
@@ -247,22 +278,13 @@ void uslub_debug_slab_discard(const struct uslub_cache *c, struct page_desc *s)
 {
 	(void)c;
 	mem_release(page_address(s), slab_bytes(s));
-}
-
-/* The first byte in [p, p + n) that is not `val`, or NULL. */
-const unsigned char *uslub_debug_first_not(const void *p, size_t n, int val)
-{
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++)
-		if (b[i] != (unsigned char)val)
-			return b + i;
-	return NULL;
+	uslub_debug_sweep_gone(s);
 }
 
 /* The first byte of the red zones around an object holding `size` bytes (see
  * fill_redzones) that is not `val`, or NULL. */
-static const unsigned char *bad_redzone(const struct uslub_cache *c, void *object, size_t size,
-					int val)
+const unsigned char *uslub_debug_bad_redzone(const struct uslub_cache *c, void *object, size_t size,
+					     int val)
 {
 	char *o = object;
 	size_t right = c->size - size + DBG_RZ;
@@ -280,20 +302,26 @@ static const unsigned char *bad_redzone(const struct uslub_cache *c, void *objec
 static void check_redzones(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
 			   int val, size_t req)
 {
-	const unsigned char *bad = bad_redzone(c, object, size, val);
+	const unsigned char *bad = uslub_debug_bad_redzone(c, object, size, val);
 	if (bad)
 		uslub_debug_report_object(c, s, object, "Redzone overwritten", bad, req);
 }
 
-static void check_poison(struct uslub_cache *c, struct page_desc *s, void *object)
+const unsigned char *uslub_debug_bad_poison(const struct uslub_cache *c, void *object)
 {
 	mem_open(object, c->size);
 	const unsigned char *bad = uslub_debug_first_not(object, c->size - 1, POISON_FREE);
 	if (!bad && ((unsigned char *)object)[c->size - 1] != POISON_END)
 		bad = (unsigned char *)object + c->size - 1;
+	mem_close(object, c->size);
+	return bad;
+}
+
+static void check_poison(struct uslub_cache *c, struct page_desc *s, void *object)
+{
+	const unsigned char *bad = uslub_debug_bad_poison(c, object);
 	if (bad)
 		uslub_debug_report(c, s, object, "Poison overwritten", bad);
-	mem_close(object, c->size);
 }
 
 /* The walker's part for Z: the red zones of every allocated object of the slab, the
@@ -318,8 +346,9 @@ static void check_allocated(struct uslub_cache *c, struct page_desc *s)
 		if (__atomic_load_n(&m->state, __ATOMIC_ACQUIRE) != alloc)
 			continue;
 		uint64_t req = __atomic_load_n(&m->orig_size, __ATOMIC_ACQUIRE);
-		const unsigned char *bad = req <= c->size ? bad_redzone(c, o, req, RED_ACTIVE)
-							  : (const unsigned char *)&m->orig_size;
+		const unsigned char *bad = req <= c->size
+					       ? uslub_debug_bad_redzone(c, o, req, RED_ACTIVE)
+					       : (const unsigned char *)&m->orig_size;
 		atomic_thread_fence(memory_order_acquire);
 		if (!bad || __atomic_load_n(&m->state, __ATOMIC_RELAXED) != alloc ||
 		    __atomic_load_n(&m->orig_size, __ATOMIC_RELAXED) != req)
@@ -442,7 +471,9 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 	if (c->debug & DBG_CHECK)
 		check_slab(c, s, object);
 	struct dbg_meta *m = dbg_meta_of(c, object);
+	seq_begin(c, object);
 	mem_open(m, sizeof(*m));
+	m->kind = KIND_MALLOC;
 	uint64_t old =
 	    __atomic_exchange_n(&m->state, (uintptr_t)object ^ STATE_ALLOC, __ATOMIC_RELAXED);
 	if (old != ((uintptr_t)object ^ STATE_FREE))
@@ -466,6 +497,7 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 		set_track(&m->track[TRACK_ALLOC], caller);
 		mem_close(m, sizeof(*m));
 	}
+	seq_end(c, object);
 	uslub_debug_op = NULL;
 	if (c->debug & DBG_TRACE)
 		trace(c, s, "alloc", object, caller);
@@ -473,7 +505,7 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 	vg_malloclike(object, size, DBG_RZ);
 }
 
-void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
+bool uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
 {
 	uslub_debug_op = "free";
 	uslub_debug_caller = caller;
@@ -483,6 +515,7 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 	if (c->debug & DBG_CHECK)
 		check_slab(c, s, object);
 	struct dbg_meta *m = dbg_meta_of(c, object);
+	seq_begin(c, object);
 	mem_open(m, sizeof(*m));
 	/* Read before the state says "free": from then on the word may become a link. */
 	size_t req = __atomic_load_n(&m->orig_size, __ATOMIC_RELAXED);
@@ -495,6 +528,13 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 				       ? "double free"
 				       : "Object metadata overwritten",
 				   old == ((uintptr_t)object ^ STATE_FREE) ? NULL : &m->state);
+	/* operator delete and delete[] checked theirs and left KIND_MALLOC (sized.c). */
+	if (m->kind != KIND_MALLOC)
+		uslub_debug_report_object(c, s, object,
+					  m->kind == KIND_NEW
+					      ? "alloc-dealloc-mismatch (operator new vs free)"
+					      : "alloc-dealloc-mismatch (operator new [] vs free)",
+					  NULL, req);
 	mem_close(m, sizeof(*m));
 	if (req > c->size)
 		uslub_debug_report_object(c, s, object, "Object metadata overwritten",
@@ -516,6 +556,8 @@ void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 		fill_poison(c, object);
 	}
 	mem_close(object, c->size);
+	seq_end(c, object);
+	return (c->debug & DBG_QUARANTINE) && uslub_quarantine_put(c, s, object);
 }
 
 void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
@@ -523,6 +565,7 @@ void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object
 {
 	uslub_debug_op = op;
 	uslub_debug_caller = NULL;
+	seq_begin(c, object);
 	size_t old = get_orig_size(c, object);
 	if (old > c->size)
 		uslub_debug_report_object(c, s, object, "Object metadata overwritten",
@@ -532,6 +575,7 @@ void uslub_debug_resize(struct uslub_cache *c, struct page_desc *s, void *object
 	set_orig_size(c, object, size);
 	if (c->debug & DBG_REDZONE)
 		fill_redzones(c, object, size, RED_ACTIVE);
+	seq_end(c, object);
 	uslub_debug_op = NULL;
 	vg_resize(object, old, size);
 	asan_poison(object, c->size);

@@ -8,15 +8,16 @@
  * fast paths have no debug branch.
  *
  * A debug cache lays its slab out in slots of `stride` bytes, with the object `offset`
- * bytes into its slot:
+ * bytes into its slot; W is the red zone width (USLUB_REDZONE, 64 by default, so a miss by
+ * up to W bytes on either side lands in one):
  *
- *     slot + 0        right red zone of the previous slot's object (16 bytes)
- *     slot + 16       struct dbg_meta: free pointer, state word, alloc and free track
+ *     slot + 0        right red zone of the previous slot's object (W bytes)
+ *     slot + W        struct dbg_meta: free pointer, state word, tracks, sequence, kind
  *     ...             padding up to the object's alignment
- *     object - 16     left red zone (16 bytes)
+ *     object - W      left red zone (W bytes)
  *     object          the object: the class size
  *
- * and the slab keeps 16 bytes after its last slot for that object's right red zone. The
+ * and the slab keeps W bytes after its last slot for that object's right red zone. The
  * offset and the stride are multiples of the largest power of two (up to a page) that
  * divides the class size, so objects keep the alignment aligned_alloc relies on. The free
  * pointer lives outside the object, so poisoning fills the whole object, and a write
@@ -36,27 +37,29 @@
 #pragma GCC visibility push(hidden)
 
 enum {
-	DBG_CHECK = 0x1,     /* F: consistency checks, exact double-free detection */
-	DBG_REDZONE = 0x2,   /* Z: red zones around each object */
-	DBG_POISON = 0x4,    /* P: free objects filled with 0x6b ... 0xa5, checked */
-	DBG_TRACK = 0x8,     /* U: last allocation and free site of each object */
-	DBG_TRACE = 0x10,    /* T: one line per operation on stderr */
-	DBG_HARDEN = 0x20,   /* USLUB_HARDEN=full: obfuscated free pointers, range-checked */
-	DBG_VALGRIND = 0x40, /* running under valgrind: memcheck told about every object */
-	DBG_ASAN = 0x80,     /* an ASan build: free objects and metadata poisoned */
+	DBG_CHECK = 0x1,	/* F: consistency checks, exact double-free detection */
+	DBG_REDZONE = 0x2,	/* Z: red zones around each object */
+	DBG_POISON = 0x4,	/* P: free objects filled with 0x6b ... 0xa5, checked */
+	DBG_TRACK = 0x8,	/* U: last allocation and free site of each object */
+	DBG_TRACE = 0x10,	/* T: one line per operation on stderr */
+	DBG_HARDEN = 0x20,	/* USLUB_HARDEN=full: obfuscated free pointers, range-checked */
+	DBG_VALGRIND = 0x40,	/* running under valgrind: memcheck told about every object */
+	DBG_ASAN = 0x80,	/* an ASan build: free objects and metadata poisoned */
+	DBG_QUARANTINE = 0x100, /* Q: freed objects held (quarantine.c) before reuse */
 };
 /* The checkers that watch the bytes between the request and the class size: with one of
  * them on, malloc_usable_size reports the request, so a program that uses what it is told
  * it may use stays clean. */
 #define DBG_SLACK (DBG_REDZONE | DBG_VALGRIND | DBG_ASAN)
 
-#define DBG_RZ	     16 /* each red zone */
-#define DBG_META     16 /* struct dbg_meta's offset in the slot */
-#define DBG_PAD_MIN  80 /* right red zone + metadata + left red zone */
-#define POISON_FREE  0x6b
-#define POISON_END   0xa5
-#define RED_INACTIVE 0xbb
-#define RED_ACTIVE   0xcc
+/* Each red zone's width W (USLUB_REDZONE rounded up to 16), set by uslub_debug_init. */
+extern unsigned uslub_debug_rz;
+#define DBG_RZ	      uslub_debug_rz
+#define DBG_META_SIZE 64 /* room for struct dbg_meta, after the previous right red zone */
+#define POISON_FREE   0x6b
+#define POISON_END    0xa5
+#define RED_INACTIVE  0xbb
+#define RED_ACTIVE    0xcc
 
 struct dbg_track {
 	uintptr_t addr; /* return address of the caller of malloc or free */
@@ -71,9 +74,22 @@ struct dbg_meta {
 	};
 	uint64_t state;		   /* object address ^ STATE_ALLOC or STATE_FREE */
 	struct dbg_track track[2]; /* TRACK_ALLOC, TRACK_FREE */
+	/* Odd while an operation changes the object (a seqlock's count): the sweep
+	 * (sweep.c) reads an object's state, red zones and poison between two even,
+	 * equal loads of it, so it never reports an object caught mid-change. Written
+	 * only by the thread operating on the object. */
+	uint32_t seq;
+	uint32_t kind; /* enum dbg_kind: how an allocated object was asked for */
 };
-_Static_assert(DBG_META + sizeof(struct dbg_meta) + DBG_RZ <= DBG_PAD_MIN,
-	       "metadata fits between the red zones");
+_Static_assert(sizeof(struct dbg_meta) <= DBG_META_SIZE, "metadata fits its room");
+
+/* The state word's two values, XORed with the object's address (debug.c). */
+#define DBG_STATE_ALLOC 0xa110ca7eda110ca7ULL
+#define DBG_STATE_FREE	0xf7eedf7eedf7eed0ULL
+
+/* What allocated an object, so the matching deallocation can be checked (ASan's
+ * alloc-dealloc-mismatch): malloc and the C family, operator new, operator new[]. */
+enum dbg_kind { KIND_MALLOC, KIND_NEW, KIND_NEW_ARRAY };
 
 enum { TRACK_ALLOC, TRACK_FREE };
 
@@ -99,7 +115,7 @@ extern bool uslub_debug_every_cache;
 /* Where a debug object's metadata is. */
 static inline struct dbg_meta *dbg_meta_of(const struct uslub_cache *c, void *object)
 {
-	return (struct dbg_meta *)((char *)object - c->offset + DBG_META);
+	return (struct dbg_meta *)((char *)object - c->offset + DBG_RZ);
 }
 
 /* Free pointers of a debug cache: decoded and, with DBG_HARDEN, checked to point at an
@@ -119,7 +135,8 @@ void uslub_debug_slab_discard(const struct uslub_cache *c, struct page_desc *s);
  * is reported and the program stops. `caller` is the program's return address. */
 void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object, size_t size,
 		       void *caller);
-void uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
+/* True when the quarantine (Q) keeps the object: it is then freed from there later. */
+bool uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller);
 /* An allocated object now holds `size` bytes (size <= the class size): realloc in place,
  * and aligned_alloc, which takes a class for its alignment. The old red zone is checked,
  * the new one set, and the checkers told. `op` names the call for a report. */
@@ -141,6 +158,38 @@ bool uslub_debug_is_free(const struct uslub_cache *c, void *object);
 __attribute__((noreturn)) void uslub_debug_report(const struct uslub_cache *c, struct page_desc *s,
 						  void *object, const char *what,
 						  const void *fault);
+
+/* ---- the quarantine (Q, quarantine.c) and the sweep (sweep.c) ------------------------ */
+
+/* Frees every held object now (its poison checked as it leaves): malloc_trim, and tests
+ * that count live objects. */
+void uslub_quarantine_drain(void);
+/* Objects held now. */
+uint64_t uslub_quarantine_held(void);
+/* fork: taken before every other lock, so the child inherits a consistent queue. */
+void uslub_quarantine_lock(void);
+void uslub_quarantine_unlock(void);
+
+/* Whether some debug cache has red zones or poison to sweep (and no checker of its own
+ * watches the bytes); set by uslub_debug_init. */
+extern bool uslub_debug_sweep_wanted;
+/* Checks the red zones of allocated objects and the poison and red zones of free ones in
+ * the debug caches' slabs; a bad one is reported (`op` names the occasion: malloc_trim,
+ * exit, the background sweep) and the program stops. `pages` 0: every slab, from the
+ * start; otherwise up to that many pages of slabs from where the last bounded sweep
+ * stopped (the background thread's steps). */
+void uslub_debug_sweep(const char *op, size_t pages);
+
+/* C++ (preload/new_delete.c through api/sized.c): the allocation kind of p, a live
+ * object of a debug cache (others are left alone), is set to `kind`, or checked against
+ * the kind a deallocation of `kind` expects - a mismatch is reported and the program
+ * stops - and reset so the free that follows passes. */
+void uslub_debug_set_kind(struct uslub_cache *c, struct page_desc *s, void *object,
+			  enum dbg_kind kind);
+void uslub_debug_check_kind(struct uslub_cache *c, struct page_desc *s, void *object,
+			    enum dbg_kind kind, const char *op);
+/* The size a debug object was asked for (its orig_size). */
+size_t uslub_debug_requested(struct uslub_cache *c, void *object);
 
 /* ---- large and huge blocks --------------------------------------------------------- */
 

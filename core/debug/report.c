@@ -141,6 +141,10 @@ __attribute__((noreturn)) void uslub_debug_report_object(const struct uslub_cach
 	struct uslub_out o;
 	uslub_out_init(&o, 2);
 	const unsigned char *obj = object;
+	/* One line that says who speaks, for a log's reader and grep; the kernel's form
+	 * follows. */
+	uslub_printf(&o, "uslub: %s: %s, object 0x%lx\n", c->name, what,
+		     (unsigned long)(uintptr_t)obj);
 	uslub_printf(&o, "=============================================================="
 			 "===============\n");
 	uslub_printf(&o, "BUG %s (uslub): %s\n", c->name, what);
@@ -170,7 +174,14 @@ __attribute__((noreturn)) void uslub_debug_report_object(const struct uslub_cach
 		print_track(&o, "Freed", &m->track[TRACK_FREE]);
 	}
 	print_site(&o);
-	hex_dump(&o, "Redzone", obj - DBG_RZ, DBG_RZ);
+	/* The red zones' 32 bytes next to the object, and the fault's line when it lies
+	 * farther out in one. */
+	const unsigned char *fb = fault;
+	size_t near = DBG_RZ < 32 ? DBG_RZ : 32;
+	if (fb && fb >= obj - DBG_RZ && fb < obj - near)
+		hex_dump(&o, "Redzone", (const unsigned char *)((uintptr_t)fb & ~(uintptr_t)15),
+			 16);
+	hex_dump(&o, "Redzone", obj - near, near);
 	/* The object around the fault: all of it when small, else 128 bytes. */
 	size_t from = 0, n = c->size;
 	if (n > 128) {
@@ -182,7 +193,10 @@ __attribute__((noreturn)) void uslub_debug_report_object(const struct uslub_cach
 		n = from + 128 > c->size ? c->size - from : 128;
 	}
 	hex_dump(&o, "Object", obj + from, n);
-	hex_dump(&o, "Redzone", obj + c->size, DBG_RZ);
+	hex_dump(&o, "Redzone", obj + c->size, near);
+	if (fb && fb >= obj + c->size + near && fb < obj + c->size + DBG_RZ)
+		hex_dump(&o, "Redzone", (const unsigned char *)((uintptr_t)fb & ~(uintptr_t)15),
+			 16);
 	uslub_printf(&o, "=============================================================="
 			 "===============\n");
 	uslub_out_flush(&o);
@@ -198,6 +212,8 @@ __attribute__((noreturn)) void uslub_debug_report_block(void *p, size_t size, si
 	uslub_out_init(&o, 2);
 	const unsigned char *b = p;
 	const char *kind = region_of(p) ? "large block" : "huge block";
+	uslub_printf(&o, "uslub: %s: Redzone overwritten, block 0x%lx\n", kind,
+		     (unsigned long)(uintptr_t)b);
 	uslub_printf(&o, "=============================================================="
 			 "===============\n");
 	uslub_printf(&o, "BUG %s (uslub): Redzone overwritten\n", kind);
@@ -228,4 +244,14 @@ __attribute__((noreturn)) void uslub_debug_report_block(void *p, size_t size, si
 			 "===============\n");
 	uslub_out_flush(&o);
 	abort();
+}
+
+/* The first byte in [p, p + n) that is not `val`, or NULL. */
+const unsigned char *uslub_debug_first_not(const void *p, size_t n, int val)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != (unsigned char)val)
+			return b + i;
+	return NULL;
 }

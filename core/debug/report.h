@@ -2,6 +2,7 @@
 #ifndef USLUB_DEBUG_REPORT_H
 #define USLUB_DEBUG_REPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,19 @@ extern __thread void *uslub_debug_caller;
 
 /* The first byte in [p, p + n) that is not `val`, or NULL. */
 const unsigned char *uslub_debug_first_not(const void *p, size_t n, int val);
+/* The first bad byte of the red zones of an object holding `size` bytes (`val`: active or
+ * inactive), or of a free object's poison; NULL when intact (debug.c). */
+const unsigned char *uslub_debug_bad_redzone(const struct uslub_cache *c, void *object, size_t size,
+					     int val);
+const unsigned char *uslub_debug_bad_poison(const struct uslub_cache *c, void *object);
+
+/* A debug slab is set up, or goes back: the sweep looks only at ready ones (sweep.c). */
+void uslub_debug_sweep_ready(struct page_desc *s);
+void uslub_debug_sweep_gone(struct page_desc *s);
+
+/* Q: a freed object (state free, poisoned) handed to the quarantine, which keeps it and
+ * frees it later; false when it does not take it (quarantine.c). */
+bool uslub_quarantine_put(struct uslub_cache *c, struct page_desc *s, void *object);
 
 /* uslub_debug_report with the object's request (`req`, or REQ_UNKNOWN) for its lines. */
 __attribute__((noreturn)) void uslub_debug_report_object(const struct uslub_cache *c,

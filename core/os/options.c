@@ -25,6 +25,11 @@ struct option_desc {
 
 #define CFG(field) offsetof(struct uslub_config, field)
 
+/* USLUB_QUARANTINE's default, 16 MiB: a freed object waits while some 100,000 other small
+ * frees (a debug slot of a 64-byte class is 256 bytes) go by, at a bounded cost in memory
+ * (tools/bench/results/debug-letters.md). */
+#define QUARANTINE_DEFAULT 16777216
+
 static const struct option_desc options[] = {
     {"USLUB_MIN_ORDER", OPT_UINT, CFG(min_order), 0, 0, USLUB_MAX_ORDER, NULL,
      "lowest order a cache's preferred slab order may be (slub_min_order)"},
@@ -53,8 +58,14 @@ static const struct option_desc options[] = {
     {"USLUB_FAULT", OPT_FAULT, CFG(fault), 0, 0, sizeof(uslub_config.fault), NULL,
      "test only: make OS calls fail, e.g. mmap:3 (the 3rd) or mmap:every:5"},
     {"USLUB_DEBUG", OPT_DEBUG, CFG(debug), 0, 0, sizeof(uslub_config.debug), NULL,
-     "slub_debug letters F (checks) Z (red zones) P (poison) U (alloc/free sites) T (trace), "
-     "optionally ,cache,...; 1 = FZPU on every cache"},
+     "slub_debug letters F (checks) Z (red zones) P (poison) U (alloc/free sites) T (trace) "
+     "Q (quarantine), optionally ,cache,...; 1 = FZPUQ on every cache"},
+    {"USLUB_REDZONE", OPT_UINT, CFG(redzone), 64, 16, 4096, NULL,
+     "with USLUB_DEBUG=Z: red zone bytes before and after each slab object (a multiple of "
+     "16), so a miss by up to this many bytes lands in one"},
+    {"USLUB_QUARANTINE", OPT_BYTES, CFG(quarantine), QUARANTINE_DEFAULT, 0, 0, NULL,
+     "with USLUB_DEBUG=Q: bytes of freed objects held, oldest first, before they can be "
+     "handed out again (K/M/G suffixes)"},
     {"USLUB_HARDEN", OPT_CHOICE, CFG(harden), USLUB_HARDEN_RANDOM, 0, 0, "off|random|full|0|1",
      "random: new slabs hand out objects in random order; full (1): also obfuscated, "
      "checked free pointers (every cache takes the slow path); off (0)"},
@@ -174,11 +185,11 @@ static int parse_numa(const char *s)
 	return 0;
 }
 
-/* Letters F Z P U T (either case), "1" (FZPU) or "0"/"" (none), then optionally
+/* Letters F Z P U T Q (either case), "1" (FZPUQ) or "0"/"" (none), then optionally
  * ",cache,...". Letters alone apply to every cache. A bad letter is dropped with a line. */
 static int parse_debug(const char *spec)
 {
-	static const char letters[] = "FZPUT";
+	static const char letters[] = "FZPUTQ";
 	unsigned flags = 0;
 	uslub_config.debug_caches = NULL;
 	if (!spec[0] || strcmp(spec, "0") == 0) {
@@ -188,12 +199,12 @@ static int parse_debug(const char *spec)
 	const char *p = spec;
 	if (strcmp(spec, "1") == 0) {
 		p++;
-		flags = USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P | USLUB_DEBUG_U;
+		flags = USLUB_DEBUG_ALL;
 	}
 	for (; *p && *p != ','; p++) {
 		const char *l = strchr(letters, *p >= 'a' ? *p - 'a' + 'A' : *p);
 		if (!l || !*p) {
-			uslub_message("uslub: USLUB_DEBUG=%s: '%c' is not one of F Z P U T; "
+			uslub_message("uslub: USLUB_DEBUG=%s: '%c' is not one of F Z P U T Q; "
 				      "ignored\n",
 				      spec, *p);
 			continue;
@@ -201,7 +212,7 @@ static int parse_debug(const char *spec)
 		flags |= 1u << (l - letters);
 	}
 	if (p == spec) /* a cache list alone: every letter but T, as "1" */
-		flags = USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P | USLUB_DEBUG_U;
+		flags = USLUB_DEBUG_ALL;
 	if (*p == ',' && p[1])
 		uslub_config.debug_caches = uslub_config.debug + (p + 1 - spec);
 	uslub_config.debug_letters = flags;
@@ -306,8 +317,12 @@ static void apply(const struct option_desc *o, const char *value)
 			*(uint64_t *)((char *)&uslub_config + o->offset) = v;
 			return;
 		}
-		uslub_message("uslub: %s=%s is not a size (like 512M); using none\n", o->name,
-			      value);
+		if (o->def)
+			uslub_message("uslub: %s=%s is not a size (like 512M); using %lu\n",
+				      o->name, value, (unsigned long)o->def);
+		else
+			uslub_message("uslub: %s=%s is not a size (like 512M); using none\n",
+				      o->name, value);
 		return;
 	case OPT_CHOICE:
 		if (parse_choice(value, o->choices, &v) == 0) {

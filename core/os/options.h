@@ -21,12 +21,16 @@ enum uslub_numa_mode { USLUB_NUMA_AUTO, USLUB_NUMA_OFF, USLUB_NUMA_FAKE };
 
 /* USLUB_DEBUG's letters (slub_debug's), as bits. */
 enum {
-	USLUB_DEBUG_F = 0x1, /* consistency checks */
-	USLUB_DEBUG_Z = 0x2, /* red zones */
-	USLUB_DEBUG_P = 0x4, /* poisoning */
-	USLUB_DEBUG_U = 0x8, /* owner tracking */
-	USLUB_DEBUG_T = 0x10 /* trace */
+	USLUB_DEBUG_F = 0x1,  /* consistency checks */
+	USLUB_DEBUG_Z = 0x2,  /* red zones */
+	USLUB_DEBUG_P = 0x4,  /* poisoning */
+	USLUB_DEBUG_U = 0x8,  /* owner tracking */
+	USLUB_DEBUG_T = 0x10, /* trace */
+	USLUB_DEBUG_Q = 0x20  /* quarantine: freed objects held before reuse (implies P) */
 };
+/* What "1" (and a cache list without letters) turns on: every letter but T. */
+#define USLUB_DEBUG_ALL                                                                            \
+	(USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P | USLUB_DEBUG_U | USLUB_DEBUG_Q)
 
 /* USLUB_FAULT (tests only): comma-separated rules "kind:N" (the Nth call of that kind
  * fails) or "kind:every:K" (every Kth), N and K from 1, kind mmap, mremap, madvise or all
@@ -54,6 +58,8 @@ struct uslub_config {
 	char debug[128];	  /* USLUB_DEBUG */
 	unsigned debug_letters;	  /* USLUB_DEBUG_* */
 	const char *debug_caches; /* into debug[]: the cache list after the comma, or NULL */
+	unsigned redzone;	  /* USLUB_REDZONE: bytes on each side of a debug object */
+	uint64_t quarantine;	  /* USLUB_QUARANTINE: bytes of freed objects held (Q) */
 	char numa[32];		  /* USLUB_NUMA */
 	unsigned numa_mode;	  /* enum uslub_numa_mode */
 	unsigned numa_nodes;	  /* fake:N */

@@ -36,6 +36,7 @@
 #include "replenish/replenish.h"
 
 #include "thread/thread.h"
+#include "debug/debug.h"
 #include "hooks.h"
 #include "os/options.h"
 #include "os/os.h"
@@ -51,6 +52,11 @@
 /* Thread states looked at per wakeup for one of a gone thread: off the callers' time,
  * yet bounded, as wakeups come with every burst of failed tries. */
 #define REAP_BUDGET 16
+/* The debug sweep (debug/sweep.c): a step of this many pages of slabs every
+ * SWEEP_PERIOD_MS, so a heap of 64 MiB is swept about every 8 s, and a step holds a
+ * zone's lock for no more than reading 2 MiB takes. */
+#define SWEEP_PAGES	512
+#define SWEEP_PERIOD_MS 1000
 
 struct uslub_replenish_stats uslub_replenish_stats;
 
@@ -73,7 +79,9 @@ void uslub_replenish_init(void)
 		if (uslub_caches[i].order > target_order)
 			target_order = uslub_caches[i].order;
 	thp_policy = uslub_os_thp_policy();
-	if (uslub_config.background == USLUB_BG_ON)
+	/* The debug sweep needs the thread from the start (unless there is to be none). */
+	if (uslub_config.background == USLUB_BG_ON ||
+	    (uslub_debug_sweep_wanted && uslub_config.background != USLUB_BG_OFF))
 		atomic_store(&uslub_hooks_pending, 1);
 }
 
@@ -148,6 +156,8 @@ static void *replenish_main(void *arg)
 		if (wait < 0 && (held_above_pages || uslub_barns_held() ||
 				 uslub_huge_cached_bytes || uslub_medium_depot_pages()))
 			wait = (long)(uslub_config.decay_ms / 8);
+		if (uslub_debug_sweep_wanted && (wait < 0 || wait > SWEEP_PERIOD_MS))
+			wait = SWEEP_PERIOD_MS;
 		if (wait < 0) {
 			/* Nothing to decay: sleep until a free wakes us. Looked at again after
 			 * `idle` is set, so a free in between is not missed. */
@@ -163,6 +173,7 @@ static void *replenish_main(void *arg)
 		seq = atomic_load(&kick_seq);
 		if (atomic_load(&stop_requested))
 			break;
+		uslub_debug_sweep("the background sweep", SWEEP_PAGES);
 		uslub_replenish_stats.decay_passes++;
 		/* What sits above the page allocator first, so what it frees decays too: barn
 		 * objects unused for a period, idle threads' slabs and caches, expired huge
@@ -253,7 +264,9 @@ void uslub_replenish_after_fork_child(void)
 	atomic_store(&replenish_due, 0);
 	/* auto: lazily again, once the child itself has memory to hand back. */
 	atomic_store(&armed, 0);
-	atomic_store(&uslub_hooks_pending, uslub_config.background == USLUB_BG_ON);
+	atomic_store(&uslub_hooks_pending,
+		     uslub_config.background == USLUB_BG_ON ||
+			 (uslub_debug_sweep_wanted && uslub_config.background != USLUB_BG_OFF));
 }
 
 int uslub_replenish_running(void)

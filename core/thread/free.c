@@ -95,8 +95,8 @@ void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *hea
 void uslub_object_free(void *p, struct page_desc *s, void *caller)
 {
 	struct uslub_cache *c = &uslub_caches[s->cls];
-	if (unlikely(c->debug))
-		uslub_hooks.object_free(c, s, p, caller);
+	if (unlikely(c->debug) && uslub_hooks.object_free(c, s, p, caller))
+		return; /* held in the quarantine (USLUB_DEBUG=Q), freed from there later */
 	struct uslub_thread *t = uslub_tls_thread;
 	struct cache_cpu *cc = &t->cpu[s->cls];
 	if (cc->magic) {
