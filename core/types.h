@@ -456,9 +456,10 @@ struct uslub_thread {
 	 * "ownership"): busy while it is in, claim while an idle drain wants in. */
 	_Atomic uint8_t medium_busy, medium_claim;
 	int state; /* THREAD_* */
-	/* Everything below the sheaves - the thread's slabs, freelists, page cache and
-	 * large-block cache - is touched by its owner only on slow paths, under this lock,
-	 * so the background thread can give an idle thread's back (thread.c, idle drain). */
+	/* Everything below the sheaves - the thread's slabs, freelists and page cache (its
+	 * medium-block cache: see medium_busy) - is touched by its owner only on slow paths, under
+	 * this lock, so the background thread can give an idle thread's back (thread.c, idle
+	 * drain). */
 	_Atomic int slow_lock;
 	/* A slow path ran since the drain last looked: the barn's refill sets it without
 	 * slow_lock, so it is atomic (relaxed: a late look only delays a drain). */

@@ -2,7 +2,7 @@
  * block is taken at the power-of-two order that fits and its unused tail pages go back at
  * once (the kernel's alloc_pages_exact), so a 20 KiB request holds 5 pages, not 8. realloc
  * grows a large block in place when the pages after it are free, and shrinks it in place.
- * A thread keeps a few freed small ones for reuse (its large-block cache). Larger
+ * Blocks of up to 128 KiB go through the thread's medium-block cache (medium.c). Larger
  * requests are huge blocks, mappings of their own (page/huge.c).
  *
  * Each block keeps the size the program asked for, so that memcheck, ASan and

@@ -47,15 +47,16 @@
  *
  * 5. Locks. The order, outermost first - thread.c's sweep lock -> liburcu's grace-period
  *    lock (synchronize_rcu) -> orphan lock -> registry lock -> a thread's slow_lock -> stat
- *    lock -> a cache's node list_lock -> a barn's lock -> a page allocator zone's lock ->
- *    the huge-block lock.
+ *    lock -> a cache's node list_lock -> a barn's lock -> a medium depot's lock -> a page
+ *    allocator zone's lock -> the huge-block lock.
  *    What each guards:
  *
  *      sweep_lock (thread.c)       one reaper of dead threads' states at a time
  *      uslub_orphan_lock           the shared state of threads that have none of their own
  *      uslub_registry_lock         the registry's links (readers walk it under RCU)
  *      uslub_thread.slow_lock      what lies below a thread's sheaves (its slabs,
- *                                  freelists, page and large-block caches): its owner's
+ *                                  freelists, page cache; the medium-block cache with
+ *                                  medium_busy/medium_claim, medium.c): its owner's
  *                                  slow paths, and the idle drain (thread.c), which takes
  *                                  it with trylock under the registry lock
  *      uslub_stat_lock             folding an exiting thread's counters into its caches
@@ -64,6 +65,8 @@
  *                                  taking objects off a partial slab's list (sheaf.c)
  *      barn.lock (barn.c)          a barn's objects and count; held for a copy only, no
  *                                  other lock taken under it
+ *      depot.lock (medium.c)       a node's depot of medium blocks; dropped before the
+ *                                  blocks it turns away go to the zones
  *      uslub_node.lock (zone)      buddy lists, region growth, release, the zone counters
  *      huge_lock (large.c)         the huge-block table and the ring of freed ones
  *

@@ -354,7 +354,7 @@ void uslub_threads_after_fork_child(void)
 /* ---- giving back what idle threads hold ------------------------------------------ */
 
 /* Below its sheaves a thread holds, per cache, a slab and a few partial slabs, and a page
- * cache and a large-block cache: a parked thread would keep them forever (the kernel
+ * cache and a medium-block cache: a parked thread would keep them forever (the kernel
  * drains idle CPUs' page lists from its vmstat work; jemalloc's tcache GC flushes an idle
  * thread's bins). The owner touches them only on slow paths, under its slow_lock, so the
  * background thread can take the lock - trylock: a busy thread is not idle - and give

@@ -52,7 +52,7 @@ void uslub_threads_before_fork(void);
 void uslub_threads_after_fork_parent(void);
 void uslub_threads_after_fork_child(void);
 /* Give back what idle threads hold below their sheaves: their slabs (to the node
- * lists, or the page allocator when empty), page caches and large-block caches. Called
+ * lists, or the page allocator when empty), page caches and medium-block caches. Called
  * by the background thread once a period: a thread that ran no slow path for two calls
  * in a row is idle. Returns the states drained. */
 unsigned uslub_threads_drain_idle(void);
