@@ -345,13 +345,16 @@ static void check_allocated(struct uslub_cache *c, struct page_desc *s)
 		uint64_t alloc = (uintptr_t)o ^ STATE_ALLOC;
 		if (__atomic_load_n(&m->state, __ATOMIC_ACQUIRE) != alloc)
 			continue;
+		/* orig_size shares its word with the free pointer, closed to the checkers. */
+		mem_open(&m->orig_size, sizeof(m->orig_size));
 		uint64_t req = __atomic_load_n(&m->orig_size, __ATOMIC_ACQUIRE);
+		mem_close(&m->orig_size, sizeof(m->orig_size));
 		const unsigned char *bad = req <= c->size
 					       ? uslub_debug_bad_redzone(c, o, req, RED_ACTIVE)
 					       : (const unsigned char *)&m->orig_size;
 		atomic_thread_fence(memory_order_acquire);
 		if (!bad || __atomic_load_n(&m->state, __ATOMIC_RELAXED) != alloc ||
-		    __atomic_load_n(&m->orig_size, __ATOMIC_RELAXED) != req)
+		    get_orig_size(c, o) != req)
 			continue;
 		if (req > c->size)
 			uslub_debug_report_object(c, s, o, "Object metadata overwritten", bad,

@@ -41,8 +41,36 @@ static void set_request(struct page_desc *d, size_t size)
 	d->local_count = (uint16_t)(((size_t)d->objects << USLUB_PAGE_SHIFT) - size);
 }
 
+/* A block of up to MEDIUM_MAX_PAGES pages, through the thread's medium-block cache. */
+static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
+{
+	unsigned npages = (unsigned)pages_for(size);
+	uslub_huge_cache_tick();
+	bool locked = uslub_medium_enter(t);
+	struct page_desc *d = uslub_medium_alloc(t, large_zone_of(t->node, npages), npages);
+	uslub_medium_exit(t, locked);
+	if (!d) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *p = page_address(d);
+	set_request(d, size);
+	bool cold = d->flags & PF_COLD;
+	d->flags = 0;
+	if (unlikely(uslub_block_debug))
+		uslub_hooks.block_alloc(p, size, (size_t)d->objects << USLUB_PAGE_SHIFT,
+					zero && cold);
+	if (zero && !cold)
+		memset(p, 0, size);
+	return p;
+}
+
 void *uslub_large_alloc(size_t size, size_t align, bool zero)
 {
+	struct uslub_thread *t = uslub_tls_thread;
+	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT && align <= USLUB_PAGE_SIZE &&
+	    t->state == THREAD_LIVE)
+		return medium_alloc(t, size, zero);
 	size_t npages = pages_for(size);
 	unsigned order = uslub_get_order(size);
 	unsigned align_order = align > USLUB_PAGE_SIZE ? uslub_get_order(align) : 0;
@@ -51,28 +79,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	if (order > USLUB_MAX_ORDER)
 		return uslub_huge_alloc(size, align, zero);
 	uslub_huge_cache_tick();
-
-	struct uslub_thread *t = uslub_tls_thread;
 	unsigned zone = large_zone_of(t->node, npages);
-	if (npages <= MEDIUM_MAX_PAGES && align_order == 0 && t->state == THREAD_LIVE) {
-		bool locked = uslub_medium_enter(t);
-		struct page_desc *d = uslub_medium_alloc(t, zone, (unsigned)npages);
-		uslub_medium_exit(t, locked);
-		if (!d) {
-			errno = ENOMEM;
-			return NULL;
-		}
-		void *p = page_address(d);
-		set_request(d, size);
-		bool cold = d->flags & PF_COLD;
-		d->flags = 0;
-		if (unlikely(uslub_block_debug))
-			uslub_hooks.block_alloc(p, size, (size_t)d->objects << USLUB_PAGE_SHIFT,
-						zero && cold);
-		if (zero && !cold)
-			memset(p, 0, size);
-		return p;
-	}
 	/* What the zone has first, in one block or in neighbouring pieces; only then may the
 	 * heap grow (or the other zone lend a block). An aligned block must be one block. */
 	struct page_desc *d = align_order ? NULL : uslub_pages_alloc_run(zone, npages);

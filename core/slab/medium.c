@@ -160,7 +160,7 @@ static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned
  * of free pages if the zone has it, else a single block from its free memory (warm pages
  * reused beat a batch: a fresh page costs a fault), else cut from a block the zone grows
  * for it. The first is returned, the rest go into the bins. */
-static struct page_desc *refill(struct uslub_thread *t, unsigned zone, unsigned n)
+static noinline struct page_desc *refill(struct uslub_thread *t, unsigned zone, unsigned n)
 {
 	raise_high(t, n);
 	unsigned b = batch_of(t, n), before = t->medium.pages;
@@ -280,7 +280,7 @@ static void put_back(unsigned node, struct page_desc **batch, uint16_t *pages, u
  * warmest first, bin `first` first, so every size keeps some stock. A step takes a block
  * or moves to the next bin (at most 64 a round, and a round halves every bin), so the
  * steps are bounded. */
-static void flush(struct uslub_thread *t, unsigned keep, unsigned first)
+static noinline void flush(struct uslub_thread *t, unsigned keep, unsigned first)
 {
 	struct medium_bins *m = &t->medium;
 	struct page_desc *batch[FLUSH_BATCH];
