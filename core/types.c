@@ -5,6 +5,7 @@
 #include "types.h"
 
 struct uslub_lookup uslub_lookup;
+unsigned uslub_nr_thread_states;
 
 struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
 

@@ -375,13 +375,14 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
  * MEDIUM_MAX_PAGES pages (128 KiB: the sizes programs replace most, buffers and vectors;
  * a larger block's page faults cost more than the zone's work), by page count, held to
  * `medium_high` pages, which starts at MEDIUM_HIGH_MIN (the 64 KiB the cache held before
- * it grew with demand) and grows with the thread's churn to MEDIUM_HIGH_MAX (2 MiB, the
- * order of tcmalloc's per-CPU cache). A refill brings up to MEDIUM_BATCH blocks.
+ * it grew with demand) and grows with the thread's churn to MEDIUM_HIGH_MAX (1 MiB: 2 MiB
+ * held a third more peak memory in a realloc-heavy program, blocks kept out of the zones
+ * splitting the holes larger blocks need). A refill brings up to MEDIUM_BATCH blocks.
  * Figures: tools/bench/results/medium-blocks.md. */
 #define MEDIUM_MIN_PAGES (USLUB_MAX_SMALL / USLUB_PAGE_SIZE + 1)
 #define MEDIUM_MAX_PAGES 32
 #define MEDIUM_HIGH_MIN	 16
-#define MEDIUM_HIGH_MAX	 512
+#define MEDIUM_HIGH_MAX	 256
 #define MEDIUM_BATCH	 8
 _Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
 
@@ -480,6 +481,9 @@ _Static_assert(USLUB_NR_CACHES < CLS_NONE, "a class byte names every cache");
 enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };
 
 extern __thread struct uslub_thread *uslub_tls_thread;
+/* States in the registry, the orphan's included (thread.c stores it, relaxed; others peek:
+ * slab/medium.c uses its depot only when more than one thread has a state). */
+extern unsigned uslub_nr_thread_states;
 extern struct uslub_thread uslub_empty_thread;
 /* Free pointers and free marks of plain caches (slab.c, section 7). Set once at start-up,
  * before the first slab. A stored free pointer is the next object's address mixed with

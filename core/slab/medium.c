@@ -257,6 +257,13 @@ static void put_back(unsigned node, struct page_desc **batch, uint16_t *pages, u
 	struct page_desc *out[FLUSH_BATCH];
 	uint16_t out_pages[FLUSH_BATCH];
 	unsigned i = 0, e = 0;
+	/* One thread (and the orphan state): nobody to hand blocks to, and blocks held
+	 * apart from the zones keep larger blocks from the holes they leave (realloc_mix's
+	 * peak: 320 MiB before this cache, 512 with a depot, 353 without). */
+	if (__atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED) <= 2) {
+		hand_back(batch, pages, k);
+		return;
+	}
 	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
 	for (; i < k; i++) {
 		while (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES && e < FLUSH_BATCH &&

@@ -66,6 +66,7 @@ static void registry_add(struct uslub_thread *t)
 {
 	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	__atomic_store_n(&reg_count, reg_count + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&uslub_nr_thread_states, reg_count, __ATOMIC_RELAXED);
 	struct uslub_thread *head = uslub_registry;
 	t->reg_prev = NULL;
 	t->reg_next = head;
@@ -80,6 +81,7 @@ static void registry_del(struct uslub_thread *t)
 {
 	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	__atomic_store_n(&reg_count, reg_count - 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&uslub_nr_thread_states, reg_count, __ATOMIC_RELAXED);
 	if (reg_count < sweep_mark)
 		__atomic_store_n(&sweep_mark, reg_count, __ATOMIC_RELAXED);
 	if (sweep_cursor == t)
