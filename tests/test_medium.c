@@ -18,7 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-enum { LIVE = 64, STEPS = 200000, QUEUE = 256, TRANSFERS = 40000 };
+enum { LIVE = 64, STEPS = 200000, QUEUE = 32, TRANSFERS = 12800 };
 
 static _Atomic int stop;
 static _Atomic(struct uslub_thread *) owner_state;
@@ -94,20 +94,24 @@ static void ownership(void)
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
 }
 
-static void *_Atomic queue[QUEUE];
+/* Lockstep rounds, so the figures do not depend on how the two threads are scheduled:
+ * the producer fills the queue, the consumer frees all of it, and only then does the
+ * producer's next round start, with the consumer's flushes in the depot. */
+static void *queue[QUEUE];
+static pthread_barrier_t filled, emptied;
 
 static void *producer(void *arg)
 {
 	(void)arg;
 	uint64_t seed = 11;
-	for (unsigned n = 0; n < TRANSFERS; n++) {
-		unsigned i = n % QUEUE;
-		while (atomic_load_explicit(&queue[i], memory_order_acquire))
-			sched_yield();
-		void *p = MALLOC(medium_size(next_rand(&seed)));
-		CHECK(p != NULL);
-		*(unsigned *)p = n;
-		atomic_store_explicit(&queue[i], p, memory_order_release);
+	for (unsigned round = 0; round < TRANSFERS / QUEUE; round++) {
+		for (unsigned i = 0; i < QUEUE; i++) {
+			queue[i] = MALLOC(medium_size(next_rand(&seed)));
+			CHECK(queue[i] != NULL);
+			*(unsigned *)queue[i] = round * QUEUE + i;
+		}
+		pthread_barrier_wait(&filled);
+		pthread_barrier_wait(&emptied);
 	}
 	uint64_t *st = uslub_tls_thread->medium_stat;
 	printf("  producer: %lu hits, %lu misses, %lu of them from the depot\n",
@@ -123,15 +127,14 @@ static void *producer(void *arg)
 static void *consumer(void *arg)
 {
 	(void)arg;
-	for (unsigned n = 0; n < TRANSFERS; n++) {
-		unsigned i = n % QUEUE;
-		void *p;
-		while (!(p = atomic_load_explicit(&queue[i], memory_order_acquire)))
-			sched_yield();
-		CHECK(*(unsigned *)p == n);
-		atomic_store_explicit(&queue[i], NULL, memory_order_release);
-		FREE(p);
-		CHECK(uslub_medium_depot_pages() <= 1024);
+	for (unsigned round = 0; round < TRANSFERS / QUEUE; round++) {
+		pthread_barrier_wait(&filled);
+		for (unsigned i = 0; i < QUEUE; i++) {
+			CHECK(*(unsigned *)queue[i] == round * QUEUE + i);
+			FREE(queue[i]);
+			CHECK(uslub_medium_depot_pages() <= 1024);
+		}
+		pthread_barrier_wait(&emptied);
 	}
 	uint64_t *st = uslub_tls_thread->medium_stat;
 	printf("  consumer: %lu frees, %lu flushed, high %u\n",
@@ -144,6 +147,8 @@ static void depot(void)
 {
 	tu_section("producer and consumer: the consumer's frees reach the producer via the depot");
 	pthread_t p, c;
+	pthread_barrier_init(&filled, NULL, 2);
+	pthread_barrier_init(&emptied, NULL, 2);
 	CHECK(pthread_create(&p, NULL, producer, NULL) == 0);
 	CHECK(pthread_create(&c, NULL, consumer, NULL) == 0);
 	pthread_join(p, NULL);
