@@ -455,7 +455,7 @@ struct uslub_thread {
 	uint64_t medium_stat[USLUB_NR_MEDIUM_STATS];
 	/* The cache's owner goes in without slow_lock's atomic exchange (slab/medium.c,
 	 * "ownership"): busy while it is in, claim while an idle drain wants in. */
-	_Atomic uint8_t medium_busy, medium_claim;
+	_Atomic int medium_busy, medium_claim;
 	int state; /* THREAD_* */
 	/* Everything below the sheaves - the thread's slabs, freelists and page cache (its
 	 * medium-block cache: see medium_busy) - is touched by its owner only on slow paths, under
