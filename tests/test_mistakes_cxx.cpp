@@ -94,7 +94,8 @@ static const mistake mistakes[] = {
      "alloc-dealloc-mismatch (operator new [] vs operator delete)"},
     {"new, then delete[]", m_new_delete_array, 0, SMALL | PAGE,
      "alloc-dealloc-mismatch (operator new vs operator delete [])"},
-    {"new, then free", m_new_free, 0, SMALL | PAGE, "alloc-dealloc-mismatch (operator new vs free)"},
+    {"new, then free", m_new_free, 0, SMALL | PAGE,
+     "alloc-dealloc-mismatch (operator new vs free)"},
     {"malloc, then delete", m_malloc_delete, 0, SMALL | PAGE,
      "alloc-dealloc-mismatch (malloc vs operator delete)"},
     {"sized delete, 8 bytes too many", m_sized_delete_wrong, 0, SMALL | PAGE | LARGE,
@@ -159,7 +160,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && !std::strcmp(argv[1], "--mistake")) {
 		std::signal(SIGABRT, SIG_DFL);
-		mistakes[std::strtoul(argv[2], nullptr, 10)].run(std::strtoul(argv[3], nullptr, 10));
+		mistakes[std::strtoul(argv[2], nullptr, 10)].run(
+		    std::strtoul(argv[3], nullptr, 10));
 		return 0;
 	}
 	std::printf("test_mistakes_cxx: new/delete kinds and sized delete, by default and under "
@@ -183,7 +185,8 @@ int main(int argc, char **argv)
 					      tag + ": no \"" + m.report + "\" in:\n" + out);
 				} else {
 					check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-					      tag + ": expected exit 0 (not caught), stderr:\n" + out);
+					      tag + ": expected exit 0 (not caught), stderr:\n" +
+						  out);
 				}
 			}
 	std::printf("test_mistakes_cxx: %lu of %lu checks FAILED\n", failures, checks);
