@@ -44,7 +44,9 @@ int uslub_pages_claim(struct page_desc *d, size_t npages)
 {
 	struct region *r = region_of(d);
 	struct uslub_node *n = r->node;
-	if (page_index(d) + npages > r->grown)
+	/* A peek before the lock (the zone's growth stores it atomically): a stale value
+	 * only refuses a claim the zone could have made. */
+	if (page_index(d) + npages > __atomic_load_n(&r->grown, __ATOMIC_RELAXED))
 		return -1;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	int rc = claim_locked(n, d, npages);
