@@ -138,15 +138,7 @@ static void flush_own(struct uslub_cache *c)
 		uslub_stat_add(cc, SHEAF_FLUSH, cc->sheaf_count);
 		sheaf_set_count(cc, 0);
 	}
-	if (cc->slab) {
-		struct page_desc *s = cc->slab;
-		void *fl = cc->freelist;
-		cc->slab = NULL;
-		cc->freelist = NULL;
-		uslub_stat(cc, CPUSLAB_FLUSH);
-		uslub_deactivate_slab(c, s, fl, t);
-	}
-	uslub_unfreeze_partials(c, cc, t);
+	uslub_thread_flush_cache_slabs(t, c->cls);
 	uslub_slow_exit(t, in);
 }
 

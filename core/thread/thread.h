@@ -30,6 +30,8 @@ void *uslub_slab_alloc_class(unsigned cls, size_t size);
 void uslub_thread_flush(struct uslub_thread *t);
 /* The same without the sheaves (an idle thread's, thread.c). */
 void uslub_thread_flush_slabs(struct uslub_thread *t);
+/* ... the slab and partial slabs of cache i alone (an object cache's shrink). */
+void uslub_thread_flush_cache_slabs(struct uslub_thread *t, unsigned i);
 struct uslub_thread *uslub_thread_create(void);
 /* uslub_large_alloc and _free, with the thread's state made first for a medium block. */
 void *uslub_thread_large_alloc(size_t size, size_t align, bool zero);
