@@ -138,7 +138,7 @@ static void large_runs(void)
 		   d[4].order == 1,
 	       "pages 0-3 and 4-5 free as blocks of order 2 and 1");
 	uint64_t grows = n->grows, runs = n->runs;
-	struct page_desc *r = uslub_pages_alloc_run(z, 6);
+	struct page_desc *r = uslub_pages_alloc_run(z, 6, RUN_TRIES);
 	CHECKF(r != NULL, "6 pages from smaller neighbouring blocks");
 	CHECKF(n->grows == grows, "the zone did not grow");
 	CHECKF(n->runs == runs + 1, "large_runs counted");
@@ -148,7 +148,7 @@ static void large_runs(void)
 			CHECKF(r[i].kind != PAGE_FREE, "page %u of the run taken", i);
 	/* With a block of the order at hand, that block serves, cut to size. */
 	uslub_pages_free_range(hog[--nhog], 1UL << order);
-	struct page_desc *b = uslub_pages_alloc_run(z, 6);
+	struct page_desc *b = uslub_pages_alloc_run(z, 6, RUN_TRIES);
 	CHECKF(b != NULL && n->runs == runs + 1, "a whole block, not a run");
 	CHECKF(uslub_pages_check(z) == 0, "zone consistent after the cut");
 	if (b)

@@ -100,8 +100,10 @@ void uslub_pages_free_blocks(struct page_desc *const *ds, const uint16_t *npages
 int uslub_pages_claim(struct page_desc *d, size_t npages);
 /* npages for a large block from the zone's free blocks only: out of one block of the
  * order that holds them (its tail given back; its flags kept), else a run of neighbouring
- * smaller ones (flags 0); NULL if neither is free. */
-struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages);
+ * smaller ones (flags 0), looked for among up to `tries` blocks (at most RUN_TRIES);
+ * NULL if neither is free. */
+#define RUN_TRIES 256
+struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned tries);
 /* npages out of a block of 2^order taken as uslub_pages_alloc does (growing the heap if
  * need be), the rest given back; unless `aligned`, moved back over free pages right
  * before the block, so blocks carved one after another lie end to end. NULL, ENOMEM. */

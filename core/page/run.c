@@ -54,14 +54,26 @@ int uslub_pages_claim(struct page_desc *d, size_t npages)
 	return rc;
 }
 
-/* Free pages from `h` on: how many follow in a row (up to `want`), block after block. A
- * block handed back to the OS ends the run where taking it would pass the cap. */
+/* The free block that starts at d, or NULL. The page right after a free block can lie in
+ * another free block only as its first page (free blocks are disjoint and naturally
+ * aligned), so walking a run from block to block needs one descriptor per block, not
+ * uslub_free_block_of's search of every order: that search, made for each block of up
+ * to RUN_TRIES runs a try, was three fifths of the instructions of blocks of 8-128 KiB
+ * replaced at random (tools/bench/results/medium-blocks.md). */
+static inline struct page_desc *free_head_at(struct page_desc *d)
+{
+	return __atomic_load_n(&d->kind, __ATOMIC_RELAXED) == PAGE_FREE ? d : NULL;
+}
+
+/* Free pages from `h`, a free block's first page, on: how many follow in a row (up to
+ * `want`), block after block. A block handed back to the OS ends the run where taking it
+ * would pass the cap. */
 static size_t run_length(struct page_desc *h, size_t want)
 {
 	struct region *r = region_of(h);
 	size_t got = 0;
 	while (got < want && page_index(h + got) < r->grown) {
-		struct page_desc *b = uslub_free_block_of(h + got);
+		struct page_desc *b = free_head_at(h + got);
 		if (!b || ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
 			break;
 		got = (size_t)(b + (1UL << b->order) - h);
@@ -75,7 +87,6 @@ static size_t run_length(struct page_desc *h, size_t want)
  * whenever no block of the full order is left, however much free memory lies in smaller
  * neighbouring pieces (tools/bench/results/). First fit from the larger pieces down; at most
  * RUN_TRIES blocks looked at, under the lock. */
-#define RUN_TRIES 256
 
 /* Where the last large block cut from cold memory ended, if npages from there are free
  * and cold (so not memory that warm blocks elsewhere should be reused before) in zone n's
@@ -89,7 +100,9 @@ static struct page_desc *next_fit(struct uslub_node *n, size_t npages)
 	if (r->node != n || page_index(h) + npages > r->grown)
 		return NULL;
 	for (size_t got = 0; got < npages;) {
-		struct page_desc *b = uslub_free_block_of(h + got);
+		/* h itself may lie inside a free block; the blocks after it start at the
+		 * pages looked at. */
+		struct page_desc *b = got ? free_head_at(h + got) : uslub_free_block_of(h);
 		if (!b || !(b->flags & PF_COLD) ||
 		    ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
 			return NULL;
@@ -117,7 +130,7 @@ static size_t free_before(struct page_desc *d)
 	return k;
 }
 
-struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages)
+struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned tries)
 {
 	unsigned order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
 	struct uslub_node *n = &uslub_nodes[node];
@@ -166,7 +179,7 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages)
 			uslub_pages_free_range(d + npages, (1UL << order) - npages);
 		return d;
 	}
-	unsigned tries = 0;
+	tries = tries < RUN_TRIES ? RUN_TRIES - tries : 0; /* counts up to RUN_TRIES */
 	for (unsigned o = order; o-- > 0 && tries < RUN_TRIES;) {
 		struct page_desc *h;
 		cds_list_for_each_entry(h, &n->free_area[o], list)

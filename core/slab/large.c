@@ -82,7 +82,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	unsigned zone = large_zone_of(t->node, npages);
 	/* What the zone has first, in one block or in neighbouring pieces; only then may the
 	 * heap grow (or the other zone lend a block). An aligned block must be one block. */
-	struct page_desc *d = align_order ? NULL : uslub_pages_alloc_run(zone, npages);
+	struct page_desc *d = align_order ? NULL : uslub_pages_alloc_run(zone, npages, RUN_TRIES);
 	if (!d) {
 		d = uslub_pages_alloc_exact(zone, order, npages, align_order != 0);
 		if (!d) {
