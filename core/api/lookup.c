@@ -70,6 +70,11 @@ void uslub_free_slow(void *p, struct page_desc *d)
 {
 	if (!p)
 		return;
+	/* A medium block the thread's cache takes as it is: a live block's start (the
+	 * classification's two tests for a large block) is all a hit needs. */
+	if (d && d->kind == PAGE_LARGE && p == page_address(d) && !(d->flags & PF_CACHED) &&
+	    uslub_medium_free_hit(d))
+		return;
 	/* An object of a cache with a constructor or TYPESAFE_BY_RCU lies behind the
 	 * engine's free pointer and mark (types.h, user_off): free() of it frees the slot. */
 	if (d && d->kind == PAGE_SLAB && unlikely(uslub_caches[d->cls].user_off))

@@ -29,18 +29,6 @@ static void mark_large(struct page_desc *d, size_t npages, size_t from)
 		d[i].head = d;
 }
 
-/* The request is kept as the bytes of the last page it leaves unused, in local_count,
- * which only slabs use otherwise: the descriptor has no other room. */
-static size_t block_request(const struct page_desc *d)
-{
-	return ((size_t)d->objects << USLUB_PAGE_SHIFT) - d->local_count;
-}
-
-static void set_request(struct page_desc *d, size_t size)
-{
-	d->local_count = (uint16_t)(((size_t)d->objects << USLUB_PAGE_SHIFT) - size);
-}
-
 /* A block of up to MEDIUM_MAX_PAGES pages, through the thread's medium-block cache. */
 static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
 {
@@ -54,7 +42,7 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
 		return NULL;
 	}
 	void *p = page_address(d);
-	set_request(d, size);
+	uslub_large_set_request(d, size);
 	bool cold = d->flags & PF_COLD;
 	d->flags = 0;
 	if (unlikely(uslub_block_debug))
@@ -102,7 +90,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	void *p = page_address(d);
-	set_request(d, size);
+	uslub_large_set_request(d, size);
 	/* Fresh pages read as zero, but only calloc asked for that. */
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_alloc(p, size, npages << USLUB_PAGE_SHIFT, zero && cold);
@@ -116,7 +104,7 @@ void uslub_large_free(struct page_desc *d, void *p)
 	size_t npages = d->objects;
 	uslub_huge_cache_tick();
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_free(p, block_request(d), npages << USLUB_PAGE_SHIFT);
+		uslub_hooks.block_free(p, uslub_large_request(d), npages << USLUB_PAGE_SHIFT);
 	struct uslub_thread *t = uslub_tls_thread;
 	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE) {
 		bool locked = uslub_medium_enter(t);
@@ -139,7 +127,7 @@ void uslub_large_cache_drain(struct uslub_thread *t)
 size_t uslub_large_usable(struct page_desc *d)
 {
 	if (unlikely(uslub_block_debug))
-		return block_request(d);
+		return uslub_large_request(d);
 	return (size_t)d->objects << USLUB_PAGE_SHIFT;
 }
 
@@ -147,7 +135,7 @@ size_t uslub_large_usable(struct page_desc *d)
  * still the block's: before a shrink gives pages back, after a growth took them. */
 static void resize_debug(struct page_desc *d, void *p, size_t size, size_t npages)
 {
-	size_t old = block_request(d), span = (size_t)d->objects << USLUB_PAGE_SHIFT;
+	size_t old = uslub_large_request(d), span = (size_t)d->objects << USLUB_PAGE_SHIFT;
 	uslub_hooks.block_check(p, old, span, "realloc");
 	uslub_hooks.block_resize(p, p, old, span, size, npages << USLUB_PAGE_SHIFT);
 }
@@ -159,7 +147,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (npages == old) {
 		if (unlikely(uslub_block_debug))
 			resize_debug(d, p, size, npages);
-		set_request(d, size);
+		uslub_large_set_request(d, size);
 		return p;
 	}
 	if (npages < old) {
@@ -167,7 +155,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 			resize_debug(d, p, size, npages);
 		uslub_pages_free_range(d + npages, old - npages);
 		d->objects = (uint16_t)npages;
-		set_request(d, size);
+		uslub_large_set_request(d, size);
 		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
 		return p;
 	}
@@ -177,7 +165,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (unlikely(uslub_block_debug))
 		resize_debug(d, p, size, npages);
 	d->objects = (uint16_t)npages;
-	set_request(d, size);
+	uslub_large_set_request(d, size);
 	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	return p;

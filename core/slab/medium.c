@@ -345,6 +345,55 @@ bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n)
 	return true;
 }
 
+/* The hit paths: no system call (so no errno to keep), no lock, no shared line written -
+ * only the owner's busy flag (see "ownership"). Each test that fails hands the request to
+ * the general path, which has the case; they took more instructions than the cache's own
+ * work (tools/bench/results/medium-blocks.md). */
+void *uslub_medium_malloc(size_t size)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	unsigned n = (unsigned)((size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT);
+	if (unlikely(t->state != THREAD_LIVE || uslub_block_debug || t->node != t->medium_node))
+		return NULL;
+	uslub_huge_cache_tick();
+	if (unlikely(uslub_medium_enter(t))) {
+		uslub_medium_exit(t, true);
+		return NULL;
+	}
+	unsigned m = bin_fit(&t->medium, n);
+	struct page_desc *d = m ? bin_pop(&t->medium, m) : NULL;
+	uslub_medium_exit(t, false);
+	if (!d)
+		return NULL;
+	d->flags = 0;
+	uslub_large_set_request(d, size);
+	medium_stat(t, MEDIUM_HIT, 1);
+	return page_address(d);
+}
+
+bool uslub_medium_free_hit(struct page_desc *d)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	unsigned n = d->objects;
+	if (unlikely(n > MEDIUM_MAX_PAGES || t->state != THREAD_LIVE || uslub_block_debug ||
+		     region_of(d)->nid != t->medium_node))
+		return false;
+	uslub_huge_cache_tick();
+	if (unlikely(uslub_medium_enter(t))) {
+		uslub_medium_exit(t, true);
+		return false;
+	}
+	/* Past high the general path flushes, with errno kept around its system calls. */
+	bool hit = t->medium.pages + n <= t->medium_high;
+	if (hit) {
+		d->flags = PF_CACHED;
+		bin_push(&t->medium, d, n);
+		medium_stat(t, MEDIUM_FREE, 1);
+	}
+	uslub_medium_exit(t, false);
+	return hit;
+}
+
 void uslub_medium_drain(struct uslub_thread *t)
 {
 	if (t->medium.pages)

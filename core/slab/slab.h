@@ -53,7 +53,25 @@ size_t uslub_large_usable(struct page_desc *d);
 
 /* ---- the thread's medium-block cache (medium.c) -------------------------------------- */
 
+/* A large block's request is kept as the bytes of the last page it leaves unused, in
+ * local_count, which only slabs use otherwise: the descriptor has no other room. */
+static inline size_t uslub_large_request(const struct page_desc *d)
+{
+	return ((size_t)d->objects << USLUB_PAGE_SHIFT) - d->local_count;
+}
+static inline void uslub_large_set_request(struct page_desc *d, size_t size)
+{
+	d->local_count = (uint16_t)(((size_t)d->objects << USLUB_PAGE_SHIFT) - size);
+}
+
 void uslub_medium_init(struct uslub_thread *t);
+/* malloc and free of a medium block that the calling thread's cache serves as it is,
+ * ahead of the general entries: NULL or false sends the request the general way
+ * (uslub_large_alloc and uslub_large_free), which refills, flushes, makes the thread's
+ * state and calls the debug hooks. size: USLUB_MAX_SMALL < size <= MEDIUM_MAX_PAGES
+ * pages; d: a live large block, p its start. */
+void *uslub_medium_malloc(size_t size);
+bool uslub_medium_free_hit(struct page_desc *d);
 /* The owner's way into its cache (medium.c, "ownership"): a store and a compiler barrier,
  * unless an idle drain is claiming the cache, when it waits on slow_lock instead (true:
  * taken). uslub_medium_exit lets go of either. */

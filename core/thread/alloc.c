@@ -69,6 +69,11 @@ void *uslub_slab_alloc_slow(size_t size)
 		stat_request(cls, size); /* the internal-waste sample, see stat_request */
 		return uslub_slab_alloc_class(cls, size);
 	}
+	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT) {
+		void *p = uslub_medium_malloc(size);
+		if (likely(p))
+			return p;
+	}
 	if (size > PTRDIFF_MAX) {
 		errno = ENOMEM;
 		return NULL;
