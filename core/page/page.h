@@ -59,10 +59,12 @@ struct uslub_node {
 /* Each node has two page allocators ("zones"): slots [0, MAX_NODES) serve slabs, thread
  * state, the page caches and large blocks of up to SMALL_LARGE_PAGES pages, slots
  * [MAX_NODES, 2 * MAX_NODES) the larger blocks, so that neither cuts up the other's free
- * memory (tools/bench/results/large-blocks.md). A region belongs to one zone. */
+ * memory (tools/bench/results/large-blocks.md). The bound is the medium-block cache's:
+ * blocks that threads hold apart from the zones then split only the slab zone's free
+ * memory, never the holes the larger blocks need. A region belongs to one zone. */
 #define LARGE_ZONE(node)  ((node) + MAX_NODES)
 #define NR_ZONES	  (2 * MAX_NODES)
-#define SMALL_LARGE_PAGES 16
+#define SMALL_LARGE_PAGES MEDIUM_MAX_PAGES
 /* The zone of a large block of npages pages for a thread on node `node`. */
 static inline unsigned large_zone_of(unsigned node, size_t npages)
 {
