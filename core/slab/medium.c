@@ -104,6 +104,23 @@ static struct page_desc *bin_pop(struct medium_bins *m, unsigned n)
 	return d;
 }
 
+/* The bin's oldest block, its last: what a full depot gives up. Evicting the newest kept
+ * the oldest blocks in the depot for good, pinned between free blocks that would have
+ * merged: stress peaked 9 MiB higher (tools/bench/results/medium-blocks.md). The walk
+ * is bounded by the bin's count (at most DEPOT_MAX_PAGES / MEDIUM_MIN_PAGES). */
+static struct page_desc *bin_pop_oldest(struct medium_bins *m, unsigned n)
+{
+	struct page_desc **link = &m->head[n];
+	for (unsigned i = 1; i < m->count[n]; i++)
+		link = &(*link)->next;
+	struct page_desc *d = *link;
+	*link = NULL;
+	if (!--m->count[n])
+		m->nonempty &= ~(1ULL << n);
+	__atomic_store_n(&m->pages, m->pages - n, __ATOMIC_RELAXED);
+	return d;
+}
+
 /* The first bin from n to n + n/4 that has a block, or 0. */
 static unsigned bin_fit(const struct medium_bins *m, unsigned n)
 {
@@ -277,7 +294,7 @@ static void put_back(unsigned node, struct page_desc **batch, uint16_t *pages, u
 		while (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES && e < FLUSH_BATCH &&
 		       dp->bins.nonempty) {
 			unsigned n = bin_fullest(&dp->bins);
-			out[e] = bin_pop(&dp->bins, n);
+			out[e] = bin_pop_oldest(&dp->bins, n);
 			out_pages[e++] = (uint16_t)n;
 		}
 		if (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES)
