@@ -104,21 +104,31 @@ static struct page_desc *bin_pop(struct medium_bins *m, unsigned n)
 	return d;
 }
 
-/* The bin's oldest block, its last: what a full depot gives up. Evicting the newest kept
- * the oldest blocks in the depot for good, pinned between free blocks that would have
- * merged: stress peaked 9 MiB higher (tools/bench/results/medium-blocks.md). The walk
- * is bounded by the bin's count (at most DEPOT_MAX_PAGES / MEDIUM_MIN_PAGES). */
-static struct page_desc *bin_pop_oldest(struct medium_bins *m, unsigned n)
+/* Up to `take` of bin n's oldest blocks, its last, into out[] (their bin in pages[]);
+ * how many. What a full depot gives up: evicting the newest kept the oldest blocks in
+ * the depot for good, pinned between free blocks that would have merged (stress peaked
+ * 9 MiB higher: tools/bench/results/medium-blocks.md). One walk, bounded by the bin's
+ * count (at most DEPOT_MAX_PAGES / MEDIUM_MIN_PAGES). */
+static unsigned bin_cut_oldest(struct medium_bins *m, unsigned n, unsigned take,
+			       struct page_desc **out, uint16_t *pages)
 {
+	unsigned count = m->count[n];
+	if (take > count)
+		take = count;
 	struct page_desc **link = &m->head[n];
-	for (unsigned i = 1; i < m->count[n]; i++)
+	for (unsigned i = 0; i < count - take; i++)
 		link = &(*link)->next;
 	struct page_desc *d = *link;
 	*link = NULL;
-	if (!--m->count[n])
+	for (unsigned i = 0; i < take; i++, d = d->next) {
+		out[i] = d;
+		pages[i] = (uint16_t)n;
+	}
+	m->count[n] = (uint16_t)(count - take);
+	if (!m->count[n])
 		m->nonempty &= ~(1ULL << n);
-	__atomic_store_n(&m->pages, m->pages - n, __ATOMIC_RELAXED);
-	return d;
+	__atomic_store_n(&m->pages, m->pages - take * n, __ATOMIC_RELAXED);
+	return take;
 }
 
 /* The first bin from n to n + n/4 that has a block, or 0. */
@@ -291,11 +301,16 @@ static void put_back(unsigned node, struct page_desc **batch, uint16_t *pages, u
 	}
 	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
 	for (; i < k; i++) {
+		/* Room made a quarter of the fullest bin at a time (at least what this
+		 * block needs), so a long bin is walked once for many evictions. */
 		while (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES && e < FLUSH_BATCH &&
 		       dp->bins.nonempty) {
 			unsigned n = bin_fullest(&dp->bins);
-			out[e] = bin_pop_oldest(&dp->bins, n);
-			out_pages[e++] = (uint16_t)n;
+			unsigned need = (dp->bins.pages + pages[i] - DEPOT_MAX_PAGES + n - 1) / n;
+			unsigned take = dp->bins.count[n] / 4 > need ? dp->bins.count[n] / 4 : need;
+			if (take > FLUSH_BATCH - e)
+				take = FLUSH_BATCH - e;
+			e += bin_cut_oldest(&dp->bins, n, take, out + e, out_pages + e);
 		}
 		if (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES)
 			break;
