@@ -88,15 +88,14 @@ struct mistake {
 	const char *report;
 };
 
-// Large blocks keep no kind: only the size of a sized delete is checked there, by pages.
+// Large blocks keep their kind in their descriptor under the letters; huge ones keep none.
 static const mistake mistakes[] = {
-    {"new[], then delete", m_new_array_delete, 0, SMALL | PAGE,
+    {"new[], then delete", m_new_array_delete, 0, ALL,
      "alloc-dealloc-mismatch (operator new [] vs operator delete)"},
-    {"new, then delete[]", m_new_delete_array, 0, SMALL | PAGE,
+    {"new, then delete[]", m_new_delete_array, 0, ALL,
      "alloc-dealloc-mismatch (operator new vs operator delete [])"},
-    {"new, then free", m_new_free, 0, SMALL | PAGE,
-     "alloc-dealloc-mismatch (operator new vs free)"},
-    {"malloc, then delete", m_malloc_delete, 0, SMALL | PAGE,
+    {"new, then free", m_new_free, 0, ALL, "alloc-dealloc-mismatch (operator new vs free)"},
+    {"malloc, then delete", m_malloc_delete, 0, ALL,
      "alloc-dealloc-mismatch (malloc vs operator delete)"},
     {"sized delete, 8 bytes too many", m_sized_delete_wrong, 0, SMALL | PAGE | LARGE,
      "does not match the block"},

@@ -49,6 +49,9 @@ free_classified(void *p, const struct uslub_ptr *ptr, const char *op, void *call
 			uslub_report_no_block(op, p);
 		break;
 	case PTR_LARGE:
+		/* A block operator new gave (sized.c): C++'s kind, kept by the letters. */
+		if (unlikely(uslub_debug_every_cache))
+			uslub_debug_check_block_kind(ptr->d, p, KIND_MALLOC, op);
 		uslub_thread_large_free(ptr->d, p); /* into the thread's medium cache */
 		uslub_safe_point();
 		break;

@@ -115,9 +115,11 @@ void uslub_debug_init(void)
 		all |= DBG_ASAN;
 	if (uslub_config.harden == USLUB_HARDEN_FULL)
 		all |= DBG_HARDEN;
-	/* Large and huge blocks belong to no cache: Z reaches them only when it is asked
-	 * for every cache. */
-	uslub_block_debug = (all & (DBG_VALGRIND | DBG_ASAN)) | (list ? 0 : flags & DBG_REDZONE);
+	/* Blocks of no cache: letters for every cache reach them, Z and P pad (large.c). */
+	unsigned block = list ? 0 : flags & (DBG_REDZONE | DBG_POISON | DBG_QUARANTINE);
+	uslub_block_debug = (all & (DBG_VALGRIND | DBG_ASAN)) | block;
+	if (block && !(all & (DBG_VALGRIND | DBG_ASAN)))
+		uslub_block_pad = uslub_debug_rz;
 	debug_all = all;
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];

@@ -1,6 +1,7 @@
 /* The sweep: the red zones of allocated objects and the poison and red zones of free ones,
- * checked in every debug slab at malloc_trim, at exit and, in bounded steps, by the
- * background thread (replenish/). Without it an overflow is found only when its object is
+ * checked in every debug slab and guarded large block (block.c) at malloc_trim, at exit
+ * and, in bounded steps, by the background thread (replenish/). Without it an overflow is
+ * found only when its object is
  * freed (or, with F, at the next operation on its slab), and a write after free only when
  * the object is handed out again: a program that overflows a block it keeps, or writes
  * into one it freed, and then exits, would never be told.
@@ -157,6 +158,14 @@ static size_t sweep_region(struct uslub_node *n, struct region *r, size_t from, 
 			if (order <= USLUB_MAX_ORDER && i + (1UL << order) <= grown) {
 				check_slab(d, op);
 				len = 1UL << order;
+			}
+		} else if (__atomic_load_n(&d->kind, __ATOMIC_RELAXED) == PAGE_LARGE &&
+			   __atomic_load_n(&d->head, __ATOMIC_RELAXED) == d &&
+			   (__atomic_load_n(&d->flags, __ATOMIC_RELAXED) & PF_GUARD)) {
+			size_t pages = __atomic_load_n(&d->objects, __ATOMIC_RELAXED);
+			if (pages > 1 && i + pages <= grown) {
+				uslub_debug_block_sweep(d, op);
+				len = pages;
 			}
 		}
 		i += len;

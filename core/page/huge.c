@@ -384,7 +384,7 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 	 * pages are resident: clearing them costs no memory, and MADV_DONTNEED would make
 	 * the program fault each one in again - what the cache is there to save. */
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_alloc(p, size, got, zero && fresh);
+		uslub_hooks.block_alloc(p, size, got, 0, zero && fresh);
 	if (zero && !fresh) {
 		/* All of it where a checker has just marked it undefined. */
 		size_t clear = size < dirty || uslub_block_debug ? size : dirty;
@@ -427,7 +427,7 @@ static int huge_release(void *p, size_t expect_pages, size_t *usable, void *to, 
 	if (to)
 		memcpy(to, p, max < bytes ? max : bytes);
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_free(p, size, len);
+		uslub_hooks.block_free(p, size, len, 0, NULL);
 	atomic_fetch_sub(&uslub_huge_bytes, len);
 	if (!cache_put((uintptr_t)p, len, uslub_os_now_ms())) {
 		uslub_os_unmap(p, len);
@@ -469,7 +469,7 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 	size_t old = e->len, old_size = e->size;
 	/* Checked while the bytes are where they were: a shrink unmaps the tail. */
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_check(p, old_size, old, "realloc");
+		uslub_hooks.block_check(p, old_size, old, 0, "realloc");
 	if (len == old) {
 		e->size = size;
 		pthread_mutex_unlock(&huge_lock);
