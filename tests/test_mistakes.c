@@ -28,7 +28,7 @@ extern char **environ;
 
 /* ---- the mistakes, run in the child ------------------------------------------------ */
 
-static char src[(256 << 10) + 64];
+static char src[(8 << 20) + 64];
 
 /* Keeps the compiler from reasoning about p. */
 static void *launder(void *p)
@@ -272,6 +272,18 @@ static const struct mistake zero[] = {
      NULL},
 };
 
+/* Huge blocks (8 MiB, a mapping of their own) under USLUB_DEBUG=1: the mapping holds a red
+ * zone after the request, checked at free and by the sweep (table index 3). */
+#define HUGE_SIZE ((size_t)8 << 20)
+static const struct mistake huge[] = {
+    {"overflow by 1, then free", m_overflow1, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
+    {"overflow by 32, then free", m_overflow32, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
+    {"overflow by 1, kept to exit", m_overflow_kept, 0, SMALL, NULL, "Found in exit()", 0, NULL},
+    {"memcpy 32 past, kept to exit", m_memcpy_over, 0, SMALL, NULL, "Found in exit()", 0, NULL},
+    {"overflow by 1, then malloc_trim", m_overflow_trim, 0, SMALL, NULL, "Found in malloc_trim()",
+     0, NULL},
+};
+
 /* ---- the parent ------------------------------------------------------------------ */
 
 /* Re-executes this program for one mistake at size n with USLUB_DEBUG=`debug` (NULL:
@@ -367,7 +379,10 @@ int main(int argc, char **argv)
 		int z = atoi(argv[2]);
 		size_t i = strtoul(strchr(argv[2], ':') + 1, NULL, 10);
 		signal(SIGABRT, SIG_DFL);
-		const struct mistake *m = z == 2 ? &extra[i] : z ? &zero[i] : &mistakes[i];
+		const struct mistake *m = z == 3   ? &huge[i]
+					  : z == 2 ? &extra[i]
+					  : z	   ? &zero[i]
+						   : &mistakes[i];
 		m->run(strtoul(argv[3], NULL, 10));
 		exit(0); /* through the destructors: the check at exit */
 	}
@@ -383,6 +398,8 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < sizeof(zero) / sizeof(zero[0]); i++)
 			check_one(&zero[i], 1, i, SMALL, 0, env);
 	}
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++)
+		check_one(&huge[i], 3, i, SMALL, HUGE_SIZE, "USLUB_DEBUG=1");
 	/* One letter at a time. */
 	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
 		for (size_t s = 0; s < 3; s++)
