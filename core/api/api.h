@@ -71,7 +71,7 @@ static inline __attribute__((always_inline)) void uslub_classify(const void *p, 
 	}
 	if (d->kind == PAGE_LARGE) {
 		size_t bytes = (size_t)d->objects << USLUB_PAGE_SHIFT;
-		if (p != uslub_large_start(d))
+		if (unlikely(p != page_address(d)) && p != uslub_large_start(d))
 			uslub_report_bad_block("invalid pointer", op, p, "inside a large", bytes);
 		/* Freed, waiting in a thread's cache or in the quarantine. */
 		if (d->flags & (PF_CACHED | PF_HELD))

@@ -48,9 +48,10 @@ size_t uslub_large_request(const struct page_desc *d)
 	return uslub_large_span(d) - d->local_count;
 }
 
-static void set_request(struct page_desc *d, size_t size)
+/* `lead`: the block's page before its start, 0 or 1 (PF_GUARD). */
+static void set_request(struct page_desc *d, size_t size, size_t lead)
 {
-	d->local_count = (uint16_t)(uslub_large_span(d) - size);
+	d->local_count = (uint16_t)((((size_t)d->objects - lead) << USLUB_PAGE_SHIFT) - size);
 }
 
 /* A block of up to MEDIUM_MAX_PAGES pages, through the thread's medium-block cache. */
@@ -66,10 +67,9 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
 		return NULL;
 	}
 	void *p = page_address(d);
-	set_request(d, size);
+	set_request(d, size, 0); /* never guarded: the medium-block cache */
 	bool cold = d->flags & PF_COLD;
 	d->flags = 0;
-	d->dbg_kind = 0;
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_alloc(p, size, (size_t)d->objects << USLUB_PAGE_SHIFT, 0,
 					zero && cold);
@@ -81,14 +81,17 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
 void *uslub_large_alloc(size_t size, size_t align, bool zero)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	size_t pad = uslub_block_pad;
 	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT && align <= USLUB_PAGE_SIZE &&
-	    t->state == THREAD_LIVE && likely(!pad))
+	    t->state == THREAD_LIVE && likely(!uslub_block_pad))
 		return medium_alloc(t, size, zero);
+	size_t npages = pages_for(size), lead = 0;
+	unsigned order = uslub_get_order(size);
 	unsigned align_order = align > USLUB_PAGE_SIZE ? uslub_get_order(align) : 0;
-	size_t lead = pad && !align_order ? 1 : 0;
-	size_t npages = lead + pages_for(size + pad);
-	unsigned order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
+	if (unlikely(uslub_block_pad)) {
+		lead = !align_order;
+		npages = lead + pages_for(size + uslub_block_pad);
+		order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
+	}
 	if (align_order > order)
 		order = align_order;
 	if (order > USLUB_MAX_ORDER)
@@ -112,13 +115,12 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	d->order = (uint8_t)order;
 	d->owner = NULL;
 	d->flags = lead ? PF_GUARD : 0;
-	d->dbg_kind = 0;
 	mark_large(d, npages, 1);
 	__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
 	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	void *p = uslub_large_start(d);
-	set_request(d, size);
+	set_request(d, size, lead);
 	/* Fresh pages read as zero, but only calloc asked for that. */
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_alloc(p, size, uslub_large_span(d), uslub_large_lead(d),
@@ -128,22 +130,12 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	return p;
 }
 
-void uslub_large_free(struct page_desc *d, void *p)
-{
-	uslub_huge_cache_tick();
-	if (unlikely(uslub_block_debug) &&
-	    uslub_hooks.block_free(p, uslub_large_request(d), uslub_large_span(d),
-				   uslub_large_lead(d), d))
-		return; /* held by the quarantine, which releases it later */
-	uslub_large_release(d);
-}
-
-void uslub_large_release(struct page_desc *d)
+/* Back to the medium-block cache or the page allocator. */
+static inline void release(struct page_desc *d)
 {
 	size_t npages = d->objects;
 	struct uslub_thread *t = uslub_tls_thread;
 	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
-		d->flags &= (uint8_t)~PF_HELD;
 		bool locked = uslub_medium_enter(t);
 		bool cached = uslub_medium_free(t, d, (unsigned)npages);
 		uslub_medium_exit(t, locked);
@@ -153,6 +145,21 @@ void uslub_large_release(struct page_desc *d)
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	uslub_pages_free_range(d, npages);
+}
+
+void uslub_large_free(struct page_desc *d, void *p)
+{
+	uslub_huge_cache_tick();
+	if (unlikely(uslub_block_debug) &&
+	    uslub_hooks.block_free(p, uslub_large_request(d), uslub_large_span(d),
+				   uslub_large_lead(d), d))
+		return; /* held by the quarantine, which releases it later */
+	release(d);
+}
+
+void uslub_large_release(struct page_desc *d)
+{
+	release(d);
 }
 
 void uslub_large_cache_drain(struct uslub_thread *t)
@@ -186,7 +193,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (npages == old) {
 		if (unlikely(uslub_block_debug))
 			resize_debug(d, p, size, npages);
-		set_request(d, size);
+		set_request(d, size, lead);
 		return p;
 	}
 	if (lead)
@@ -196,7 +203,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 			resize_debug(d, p, size, npages);
 		uslub_pages_free_range(d + npages, old - npages);
 		d->objects = (uint16_t)npages;
-		set_request(d, size);
+		set_request(d, size, lead);
 		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
 		return p;
 	}
@@ -206,7 +213,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (unlikely(uslub_block_debug))
 		resize_debug(d, p, size, npages);
 	d->objects = (uint16_t)npages;
-	set_request(d, size);
+	set_request(d, size, lead);
 	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	return p;
