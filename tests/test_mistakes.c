@@ -37,6 +37,13 @@ static void *launder(void *p)
 	return p;
 }
 
+/* A size the compiler cannot see, so memcpy stays a call (which B's library checks). */
+static size_t opaque(size_t n)
+{
+	__asm__ volatile("" : "+r"(n));
+	return n;
+}
+
 static void poke(void *p, long at)
 {
 	volatile char *b = launder(p);
@@ -87,7 +94,42 @@ static void m_memcpy_over(size_t n)
 static void m_memcpy_under(size_t n)
 {
 	char *p = launder(malloc(n));
-	memcpy(p - 32, src, 32);
+	memcpy(p - 32, src, opaque(32));
+}
+
+static void m_memcpy_over1(size_t n)
+{
+	char *p = launder(malloc(n));
+	memcpy(p, src, n + 1);
+}
+
+static void m_memset_over1(size_t n)
+{
+	char *p = launder(malloc(n));
+	memset(p, 1, n + 1);
+}
+
+static void m_memmove_over1(size_t n)
+{
+	char *p = launder(malloc(n));
+	memmove(p + 1, p, n);
+}
+
+static void m_memcpy_freed(size_t n)
+{
+	char *p = malloc(n);
+	free(p);
+	memcpy(launder(p), src, opaque(8));
+}
+
+/* Every write inside the request: nothing to say. */
+static void m_memcpy_inside(size_t n)
+{
+	char *p = launder(malloc(n));
+	memcpy(p, src, n);
+	memmove(p + n / 2, p, n - n / 2);
+	memset(p, 0, n);
+	free(p);
 }
 
 /* An overflow found by malloc_trim's check: the program goes on, so "not caught" prints. */
@@ -284,7 +326,27 @@ static const struct mistake huge[] = {
      0, NULL},
 };
 
+/* USLUB_DEBUG=B with libuslub_bounds.so preloaded (table index 4): each write is checked as
+ * it is made, so the report names the function ("Found in memcpy()") and the program's
+ * line, and the program stops there. The "by default" column is B alone (large blocks:
+ * no page before them, and a freed one's pages go back), the letters' is USLUB_DEBUG=1
+ * (Z's page before a large block, Q's held blocks). */
+static const struct mistake bounds[] = {
+    {"memcpy 1 past", m_memcpy_over1, ALL, ALL, "memcpy(): ", "memcpy(): ", 0, "Found in memcpy()"},
+    {"memcpy 32 past", m_memcpy_over, ALL, ALL, "out of bounds", "out of bounds", 0, NULL},
+    {"memcpy 32 before", m_memcpy_under, SMALL | PAGE, ALL, "out of bounds", "out of bounds", 0,
+     NULL},
+    {"memset 1 past", m_memset_over1, ALL, ALL, "memset(): ", "memset(): ", 0, NULL},
+    {"memmove 1 past", m_memmove_over1, ALL, ALL, "memmove(): ", "memmove(): ", 0, NULL},
+    {"memcpy into a freed block", m_memcpy_freed, SMALL | PAGE, ALL, "write into a freed",
+     "write into a freed", 0, NULL},
+    {"memcpy, memmove, memset inside the block", m_memcpy_inside, 0, 0, NULL, NULL, 0, NULL},
+};
+
 /* ---- the parent ------------------------------------------------------------------ */
+
+/* LD_PRELOAD's second library for table 4 (TEST_BOUNDS_LIB, from meson), else NULL. */
+static const char *bounds_lib;
 
 /* Re-executes this program for one mistake at size n with USLUB_DEBUG=`debug` (NULL:
  * none); returns the wait status, and stderr in out. */
@@ -307,10 +369,18 @@ static int run_child(const char *self, int table, size_t i, size_t n, const char
 		dup2(fds[1], 2);
 		close(fds[1]);
 		static char *env[64];
+		static char preload[4096];
 		size_t k = 0;
-		for (char **e = environ; *e && k < 60; e++)
-			if (strncmp(*e, "USLUB_", 6) != 0)
+		for (char **e = environ; *e && k < 60; e++) {
+			if (strncmp(*e, "USLUB_", 6) == 0)
+				continue;
+			if (table == 4 && strncmp(*e, "LD_PRELOAD=", 11) == 0) {
+				snprintf(preload, sizeof(preload), "%s %s", *e, bounds_lib);
+				env[k++] = preload;
+			} else {
 				env[k++] = *e;
+			}
+		}
 		if (setting)
 			env[k++] = (char *)setting;
 		env[k] = NULL;
@@ -346,8 +416,10 @@ static void check_one(const struct mistake *m, int table, size_t i, unsigned bit
 {
 	static char out[65536];
 	int status = run_child("/proc/self/exe", table, i, n, env, out, sizeof(out));
-	unsigned caught = env ? m->with_letters : m->by_default;
-	const char *want = env ? m->report_letters : m->report_default;
+	/* Table 4's first column is USLUB_DEBUG=B's. */
+	int letters = env && (table != 4 || strcmp(env, "USLUB_DEBUG=B") != 0);
+	unsigned caught = letters ? m->with_letters : m->by_default;
+	const char *want = letters ? m->report_letters : m->report_default;
 	const char *setting = env ? env : "default";
 	if (env && m->also && ((caught & bit) || !m->with_letters))
 		CHECKF(strstr(out, m->also) != NULL, "%s at %zu B (%s): no \"%s\" in:\n%s", m->name,
@@ -379,7 +451,8 @@ int main(int argc, char **argv)
 		int z = atoi(argv[2]);
 		size_t i = strtoul(strchr(argv[2], ':') + 1, NULL, 10);
 		signal(SIGABRT, SIG_DFL);
-		const struct mistake *m = z == 3   ? &huge[i]
+		const struct mistake *m = z == 4   ? &bounds[i]
+					  : z == 3 ? &huge[i]
 					  : z == 2 ? &extra[i]
 					  : z	   ? &zero[i]
 						   : &mistakes[i];
@@ -400,6 +473,12 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++)
 		check_one(&huge[i], 3, i, SMALL, HUGE_SIZE, "USLUB_DEBUG=1");
+	bounds_lib = getenv("TEST_BOUNDS_LIB");
+	for (int b = 0; bounds_lib && b < 2; b++)
+		for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++)
+			for (size_t s = 0; s < 3; s++)
+				check_one(&bounds[i], 4, i, 1u << s, sizes[s],
+					  b ? "USLUB_DEBUG=1" : "USLUB_DEBUG=B");
 	/* One letter at a time. */
 	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
 		for (size_t s = 0; s < 3; s++)

@@ -46,6 +46,7 @@ enum {
 	DBG_VALGRIND = 0x40,	/* running under valgrind: memcheck told about every object */
 	DBG_ASAN = 0x80,	/* an ASan build: free objects and metadata poisoned */
 	DBG_QUARANTINE = 0x100, /* Q: freed objects held (quarantine.c) before reuse */
+	DBG_BOUNDS = 0x200,	/* B: writes by memcpy, memmove, memset checked (bounds.c) */
 };
 /* The checkers that watch the bytes between the request and the class size: with one of
  * them on, malloc_usable_size reports the request, so a program that uses what it is told
@@ -218,6 +219,17 @@ void uslub_debug_block_sweep(struct page_desc *d, const char *op);
 /* Q: large block d (freed, poisoned, PF_HELD) into the quarantine; false when it does not
  * take it (quarantine.c). */
 bool uslub_quarantine_put_block(struct page_desc *d);
+
+/* ---- B: the bounds of memcpy, memmove and memset (bounds.c) --------------------------- */
+
+/* B for some cache: what the exported check (api/bounds.c) asks first; set at start-up. */
+extern bool uslub_debug_bounds;
+/* A write of n bytes at dst by `op` (memcpy, memmove, memset), called by the program at
+ * `caller`: when dst lies in a block of a cache with B (or a large block, B on every
+ * cache), the write must stay inside the block's request, and the block must be live;
+ * else a report names the block, the offset and the op, and the program stops. Writes
+ * from uslub's own code are not checked. */
+void uslub_debug_check_write(const void *dst, size_t n, const char *op, const void *caller);
 
 /* Writes "ADDR (module+0xOFF)" for a code address, reading /proc/self/maps without
  * allocating, so `addr2line -e module 0xOFF` names the line. For reports and tests. */

@@ -219,8 +219,15 @@ __attribute__((noreturn)) void uslub_debug_report_block(void *p, size_t size, si
 	uslub_printf(&o, "BUG %s (uslub): %s\n", kind, what);
 	uslub_printf(&o, "--------------------------------------------------------------"
 			 "---------------\n");
-	mem_open((void *)fault, 1);
-	if (fault < b)
+	bool past = fault >= b + span; /* a write checked before it was made (bounds.c) */
+	if (!past)
+		mem_open((void *)fault, 1);
+	if (past)
+		uslub_printf(&o,
+			     "INFO: 0x%lx @offset=%zu, past the block's pages (requested %zu of "
+			     "%zu)\n",
+			     (unsigned long)(uintptr_t)fault, (size_t)(fault - b), size, span);
+	else if (fault < b)
 		uslub_printf(&o,
 			     "INFO: 0x%lx @offset=-%zu, before the block (requested %zu of %zu). "
 			     "First byte 0x%02x\n",
@@ -236,7 +243,10 @@ __attribute__((noreturn)) void uslub_debug_report_block(void *p, size_t size, si
 		     span, size);
 	print_site(&o);
 	const unsigned char *line = (const unsigned char *)((uintptr_t)fault & ~(uintptr_t)15);
-	if (fault < b || fault < b + size) {
+	if (past) {
+		size_t before = size < 16 ? size : 16;
+		hex_dump(&o, "Object", b + size - before, before);
+	} else if (fault < b || fault < b + size) {
 		/* Before the block, or in a freed block's poison: the fault's line. */
 		hex_dump(&o, fault < b ? "Redzone" : "Object", line, 16);
 	} else {
