@@ -45,6 +45,8 @@ free_classified(void *p, const struct uslub_ptr *ptr, const char *op, void *call
 	int saved = errno;
 	switch (ptr->kind) {
 	case PTR_HUGE:
+		if (unlikely(uslub_debug_every_cache))
+			uslub_debug_check_huge_kind(p, KIND_MALLOC, op);
 		if (!uslub_huge_free(p, 0, NULL))
 			uslub_report_no_block(op, p);
 		break;

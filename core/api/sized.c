@@ -86,6 +86,8 @@ void uslub_new_mark(void *p, enum dbg_kind kind)
 		uslub_debug_set_kind(c, s, p, kind);
 	else if ((s = kind_block(p)))
 		s->dbg_kind = kind;
+	else if (uslub_debug_every_cache && !block_of(p))
+		uslub_huge_kind(p, (int)kind);
 }
 
 void uslub_delete_check(void *p, enum dbg_kind kind, const char *op)
@@ -94,8 +96,11 @@ void uslub_delete_check(void *p, enum dbg_kind kind, const char *op)
 		return;
 	struct page_desc *s;
 	struct uslub_cache *c = kind_cache(p, &s);
-	if (!c && !(s = kind_block(p)))
+	if (!c && !(s = kind_block(p))) {
+		if (uslub_debug_every_cache && !block_of(p))
+			uslub_debug_check_huge_kind(p, kind, op);
 		return;
+	}
 	/* A pointer that is no block's start, or a freed one, is reported by the
 	 * classification. */
 	struct uslub_ptr ptr;
@@ -162,6 +167,9 @@ void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized
 		/* The request under a checker, else the whole mapping (uslub_huge_usable):
 		 * pages either way, checked by the free's one look-up. */
 		size_t len;
+		if (uslub_debug_every_cache && (op == SIZED_DELETE || op == SIZED_DELETE_ARRAY))
+			uslub_debug_check_huge_kind(
+			    p, op == SIZED_DELETE ? KIND_NEW : KIND_NEW_ARRAY, op_name[op]);
 		int saved = errno;
 		int freed = uslub_huge_free(p, uslub_debug_every_cache ? pages_of(size) : 0, &len);
 		errno = saved;

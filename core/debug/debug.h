@@ -192,6 +192,9 @@ void uslub_debug_check_kind(struct uslub_cache *c, struct page_desc *s, void *ob
 /* The same for large block d at p (its descriptor keeps the kind, dbg_kind): a mismatch,
  * `kind` KIND_MALLOC for a free, is reported and the program stops. */
 void uslub_debug_check_block_kind(struct page_desc *d, void *p, enum dbg_kind kind, const char *op);
+/* The same for huge block p, whose kind its entry in the huge table keeps; nothing when p
+ * is no huge block (its free reports it). */
+void uslub_debug_check_huge_kind(void *p, enum dbg_kind kind, const char *op);
 /* The size a debug object was asked for (its orig_size). */
 size_t uslub_debug_requested(struct uslub_cache *c, void *object);
 

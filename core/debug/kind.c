@@ -2,12 +2,13 @@
  * the deletes check the mark (ASan's alloc-dealloc-mismatch), and free checks that it
  * frees what malloc gave (debug.c). The mark lives in the object's metadata, so a cache
  * without USLUB_DEBUG letters keeps none and checks none. A large block keeps its mark in
- * its descriptor (dbg_kind) when the letters apply to every cache; a huge block keeps
- * none. */
+ * its descriptor (dbg_kind) when the letters apply to every cache, a huge block in its
+ * entry of the huge table. */
 #include "debug/debug.h"
 #include "debug/report.h"
 
 #include "os/vg.h"
+#include "page/page.h"
 
 /* As ASan words it: what allocated, then what deallocates (a free's are debug.c's). */
 static const char *mismatch(uint64_t had, enum dbg_kind kind)
@@ -72,4 +73,12 @@ void uslub_debug_check_block_kind(struct page_desc *d, void *p, enum dbg_kind ki
 	if (what)
 		uslub_report_bad_block(what, op, p, "large", uslub_large_request(d));
 	d->dbg_kind = KIND_MALLOC; /* the free that follows passes */
+}
+
+void uslub_debug_check_huge_kind(void *p, enum dbg_kind kind, const char *op)
+{
+	int had = uslub_huge_kind(p, KIND_MALLOC);
+	const char *what = had >= 0 ? mismatch((uint64_t)had, kind) : NULL;
+	if (what)
+		uslub_report_bad_block(what, op, p, "huge", uslub_huge_usable(p));
 }

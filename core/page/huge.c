@@ -42,7 +42,8 @@ _Atomic uint64_t uslub_huge_expiry_ms;
 struct huge_entry {
 	uintptr_t key; /* 0: empty; 1: deleted */
 	size_t len;
-	size_t size; /* asked for, for the checkers (debug.h) */
+	size_t size;   /* asked for, for the checkers (debug.h) */
+	uint64_t kind; /* C++'s kind under USLUB_DEBUG (api/sized.c): enum dbg_kind */
 };
 
 static uintptr_t huge_key(uintptr_t a)
@@ -329,6 +330,7 @@ static int huge_insert(uintptr_t a, size_t len, size_t size)
 	huge_table[i].key = huge_key(a);
 	huge_table[i].len = len;
 	huge_table[i].size = size;
+	huge_table[i].kind = 0;
 	huge_used++;
 	huge_forget_freed(a);
 	return 0;
@@ -525,6 +527,17 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 void *uslub_huge_realloc(void *p, size_t size, bool *found)
 {
 	return huge_realloc(p, size, true, found);
+}
+
+int uslub_huge_kind(const void *p, int set)
+{
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
+	struct huge_entry *e = huge_find((uintptr_t)p);
+	int had = e ? (int)e->kind : -1;
+	if (e && set >= 0)
+		e->kind = (uint64_t)set;
+	pthread_mutex_unlock(&huge_lock);
+	return had;
 }
 
 void uslub_huge_sweep(void (*check)(void *p, size_t size, size_t len, const char *op),
