@@ -41,19 +41,20 @@ static void no_report(const struct uslub_cache *c, struct page_desc *s, void *ob
 	(void)c, (void)s, (void)object, (void)what, (void)p;
 }
 
-static void no_block_alloc(void *p, size_t size, size_t span, bool zeroed)
+static void no_block_alloc(void *p, size_t size, size_t span, size_t lead, bool zeroed)
 {
-	(void)p, (void)size, (void)span, (void)zeroed;
+	(void)p, (void)size, (void)span, (void)lead, (void)zeroed;
 }
 
-static void no_block_check(void *p, size_t size, size_t span, const char *op)
+static void no_block_check(void *p, size_t size, size_t span, size_t lead, const char *op)
 {
-	(void)p, (void)size, (void)span, (void)op;
+	(void)p, (void)size, (void)span, (void)lead, (void)op;
 }
 
-static void no_block_free(void *p, size_t size, size_t span)
+static bool no_block_free(void *p, size_t size, size_t span, size_t lead, struct page_desc *d)
 {
-	(void)p, (void)size, (void)span;
+	(void)p, (void)size, (void)span, (void)lead, (void)d;
+	return false;
 }
 
 static void no_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size, size_t span)
@@ -83,6 +84,7 @@ static bool no_shrink(void)
 _Atomic int uslub_hooks_pending;
 _Atomic int uslub_rcu_pending;
 unsigned uslub_block_debug;
+unsigned uslub_block_pad;
 int uslub_memcheck; /* os/vg.h */
 
 struct uslub_hooks uslub_hooks = {

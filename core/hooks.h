@@ -39,9 +39,13 @@ struct uslub_hooks {
 	void (*object_report)(const struct uslub_cache *c, struct page_desc *s, void *object,
 			      const char *what, const void *p);
 	/* ---- large and huge blocks under a checker (debug/) ---- */
-	void (*block_alloc)(void *p, size_t size, size_t span, bool zeroed);
-	void (*block_check)(void *p, size_t size, size_t span, const char *op);
-	void (*block_free)(void *p, size_t size, size_t span);
+	/* A block of `size` bytes asked for at p, in `span` bytes of pages from p, with `lead`
+	 * bytes of red zone before p (a page, or 0). block_free is given the large block's
+	 * descriptor (NULL: a huge block): true when the observer keeps the block (the
+	 * quarantine) and hands it back later itself (uslub_large_release). */
+	void (*block_alloc)(void *p, size_t size, size_t span, size_t lead, bool zeroed);
+	void (*block_check)(void *p, size_t size, size_t span, size_t lead, const char *op);
+	bool (*block_free)(void *p, size_t size, size_t span, size_t lead, struct page_desc *d);
 	void (*block_resize)(void *p, void *q, size_t old, size_t old_span, size_t size,
 			     size_t span);
 	/* ---- the background thread (replenish/) ---- */
@@ -74,6 +78,11 @@ extern struct uslub_hooks uslub_hooks;
  * the block hooks. A block is `size` bytes asked for at the start of `span` bytes of
  * pages; with Z the rest of the span is red zone. */
 extern unsigned uslub_block_debug;
+/* With Z or P for every cache, the red zone width W (USLUB_REDZONE) a large block is laid
+ * out with (slab/large.c): a page before it and at least W bytes after its request, so the
+ * checks and the sweep (debug/) see a miss on either side and a freed block's poison. 0
+ * otherwise: large blocks have no room of their own. Set by debug/ at start-up. */
+extern unsigned uslub_block_pad;
 
 /* Nonzero when an observer has work to start at the next safe point: the background
  * thread, due at start-up and in a forked child (replenish/), which must not be created

@@ -70,6 +70,11 @@ enum page_kind {
 #define PF_ON_PARTIAL 0x2
 /* Large-block flag: freed, waiting in its thread's cache for reuse. */
 #define PF_CACHED 0x8
+/* Large-block flag: laid out for the checkers (slab/large.c, uslub_block_pad), its first
+ * page red zone and the program's bytes from the second. */
+#define PF_GUARD 0x10
+/* Large-block flag: freed, held by the quarantine (USLUB_DEBUG=Q) before it goes back. */
+#define PF_HELD 0x20
 
 struct uslub_thread;
 
@@ -86,7 +91,7 @@ struct page_desc {
 		struct cds_list_head list; /* node partial list, buddy free list, page cache */
 		struct page_desc *next;	   /* thread partial list, page-allocator batch */
 	};
-	uint64_t unused;
+	uint64_t dbg_kind;    /* large, under USLUB_DEBUG: how it was asked for (dbg_kind) */
 	uint16_t objects;     /* slab: objects carved; large: pages asked for */
 	uint16_t local_count; /* objects on local_free; large: last page's unused bytes */
 	uint8_t order;

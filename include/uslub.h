@@ -132,6 +132,12 @@ USLUB_API void uslub_free_rcu(void *ptr);
 /* Hands every pending RCU free to call_rcu and waits for them all (rcu_barrier). */
 USLUB_API void uslub_rcu_barrier(void);
 
+/* USLUB_DEBUG=B: libuslub_bounds.so calls this before each memcpy, memmove and memset it
+ * interposes; a write of n bytes at dst by `op` from `caller` that leaves the uslub block
+ * it starts in (its request) or writes into a freed one is reported, and the program
+ * stops. Without B it returns at once. */
+USLUB_API void uslub_check_write(const void *dst, size_t n, const char *op, const void *caller);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,7 +18,8 @@
  *                                                           "Freelist pointer corrupted"
  * Controls that must exit 0: the same operations done right under FZPU and under full
  * hardening (with threads freeing each other's objects), T tracing only the caches listed,
- * a cache list selecting caches, alignment and usable size kept by debug caches, under Z
+ * a cache list selecting caches, alignment and usable size kept by debug caches, Q holding
+ * freed large blocks within USLUB_QUARANTINE (their second free a double free), under Z
  * the usable size being the request (and every byte of it writable, through realloc in
  * place of small, large and huge blocks), and the slab_is_valid() walker telling a
  * consistent slab from a broken one.
@@ -95,6 +96,32 @@ static void case_walker_redzone(void)
 	p[40] = 'x';
 	uslub_malloc(40);
 	_exit(0); /* not found */
+}
+
+/* Q holds freed large blocks up to USLUB_QUARANTINE (1 MiB here): of 64 blocks of 256 KiB
+ * freed, one to three wait (each 66 pages: a page before it, 64, and a page of red zone
+ * after), the last one freed among them - the next block of its size is another - and a
+ * second free of it is a double free. An ASan build leaves large blocks to ASan. */
+static void case_quarantine_large(void)
+{
+	enum { N = 64, SIZE = 256 << 10 };
+	static void *p[N];
+	for (int i = 0; i < N; i++)
+		p[i] = uslub_malloc(SIZE);
+	for (int i = 0; i < N; i++)
+		uslub_free(p[i]);
+	uint64_t held = uslub_quarantine_held();
+	void *q = uslub_malloc(SIZE);
+	if (!USLUB_ASAN && (held < 1 || held > 3 || q == p[N - 1])) {
+		fprintf(stderr, "held %lu large blocks, next block %p, last freed %p\n",
+			(unsigned long)held, q, p[N - 1]);
+		_exit(3);
+	}
+	uslub_free(q);
+	fprintf(stderr, "quarantine held %lu large blocks\n", (unsigned long)held);
+	if (!USLUB_ASAN)
+		uslub_free(tu_opaque(p[N - 1])); /* held: a double free */
+	_exit(0);
 }
 
 /* Under Z malloc_usable_size is the request, and every byte of it may be written: also
@@ -400,6 +427,11 @@ static const struct debug_case cases[] = {
      .run = case_request,
      .env = {"USLUB_DEBUG=0", "TEST_REQUEST=40"},
      .asan_catches = 1},
+    {.name = "quarantine-large",
+     .run = case_quarantine_large,
+     .env = {"USLUB_DEBUG=Q", "USLUB_QUARANTINE=1M"},
+     .expect_abort = !USLUB_ASAN,
+     .expect = {"quarantine held", USLUB_ASAN ? NULL : "double free"}},
     {.name = "usable-z",
      .run = case_usable,
      .env = {"USLUB_DEBUG=Z"},

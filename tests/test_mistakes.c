@@ -28,13 +28,20 @@ extern char **environ;
 
 /* ---- the mistakes, run in the child ------------------------------------------------ */
 
-static char src[(256 << 10) + 64];
+static char src[(8 << 20) + 64];
 
 /* Keeps the compiler from reasoning about p. */
 static void *launder(void *p)
 {
 	__asm__ volatile("" : "+r"(p));
 	return p;
+}
+
+/* A size the compiler cannot see, so memcpy stays a call (which B's library checks). */
+static size_t opaque(size_t n)
+{
+	__asm__ volatile("" : "+r"(n));
+	return n;
 }
 
 static void poke(void *p, long at)
@@ -87,7 +94,42 @@ static void m_memcpy_over(size_t n)
 static void m_memcpy_under(size_t n)
 {
 	char *p = launder(malloc(n));
-	memcpy(p - 32, src, 32);
+	memcpy(p - 32, src, opaque(32));
+}
+
+static void m_memcpy_over1(size_t n)
+{
+	char *p = launder(malloc(n));
+	memcpy(p, src, n + 1);
+}
+
+static void m_memset_over1(size_t n)
+{
+	char *p = launder(malloc(n));
+	memset(p, 1, n + 1);
+}
+
+static void m_memmove_over1(size_t n)
+{
+	char *p = launder(malloc(n));
+	memmove(p + 1, p, n);
+}
+
+static void m_memcpy_freed(size_t n)
+{
+	char *p = malloc(n);
+	free(p);
+	memcpy(launder(p), src, opaque(8));
+}
+
+/* Every write inside the request: nothing to say. */
+static void m_memcpy_inside(size_t n)
+{
+	char *p = launder(malloc(n));
+	memcpy(p, src, n);
+	memmove(p + n / 2, p, n - n / 2);
+	memset(p, 0, n);
+	free(p);
 }
 
 /* An overflow found by malloc_trim's check: the program goes on, so "not caught" prints. */
@@ -185,36 +227,28 @@ struct mistake {
 	/* Sizes at which each setting catches it, and what its report says. */
 	unsigned by_default, with_letters;
 	const char *report_default, *report_letters;
-	/* Sizes at which the access faults (SIGSEGV) instead, either way: the page after
-	 * the block is not mapped. */
+	/* Sizes at which the access faults (SIGSEGV) instead by default: the page after
+	 * the block is not mapped. Under the letters the block has a red zone there. */
 	unsigned faults;
 	/* What stderr must also hold under the letters. */
 	const char *also;
 };
 
 static const struct mistake mistakes[] = {
-    {"overflow by 1, then free", m_overflow1, 0, SMALL | PAGE, NULL, "Redzone overwritten", LARGE,
-     NULL},
-    {"overflow by 32, then free", m_overflow32, 0, SMALL | PAGE, NULL, "Redzone overwritten", LARGE,
-     NULL},
-    {"underflow by 1, then free", m_underflow1, 0, SMALL | PAGE, NULL, "Redzone overwritten", 0,
-     NULL},
-    {"underflow by 32, then free", m_underflow32, 0, SMALL | PAGE, NULL, "Redzone overwritten", 0,
-     NULL},
-    {"overflow by 1, kept to exit", m_overflow_kept, 0, SMALL | PAGE, NULL, "Found in exit()",
+    {"overflow by 1, then free", m_overflow1, 0, ALL, NULL, "Redzone overwritten", LARGE, NULL},
+    {"overflow by 32, then free", m_overflow32, 0, ALL, NULL, "Redzone overwritten", LARGE, NULL},
+    {"underflow by 1, then free", m_underflow1, 0, ALL, NULL, "Redzone overwritten", 0, NULL},
+    {"underflow by 32, then free", m_underflow32, 0, ALL, NULL, "Redzone overwritten", 0, NULL},
+    {"overflow by 1, kept to exit", m_overflow_kept, 0, ALL, NULL, "Found in exit()", LARGE, NULL},
+    {"memcpy 32 past, kept to exit", m_memcpy_over, 0, ALL, NULL, "Found in exit()", LARGE, NULL},
+    {"memcpy 32 before, kept to exit", m_memcpy_under, 0, ALL, NULL, "Found in exit()", 0, NULL},
+    {"overflow by 1, then malloc_trim", m_overflow_trim, 0, ALL, NULL, "Found in malloc_trim()",
      LARGE, NULL},
-    {"memcpy 32 past, kept to exit", m_memcpy_over, 0, SMALL | PAGE, NULL, "Found in exit()", LARGE,
+    {"write after free, then exit", m_uaf_write, 0, ALL, NULL, "Poison overwritten", 0, NULL},
+    {"write after free, then malloc", m_uaf_write_malloc, 0, ALL, NULL, "Poison overwritten", 0,
      NULL},
-    {"memcpy 32 before, kept to exit", m_memcpy_under, 0, SMALL | PAGE, NULL, "Found in exit()", 0,
-     NULL},
-    {"overflow by 1, then malloc_trim", m_overflow_trim, 0, SMALL | PAGE, NULL,
-     "Found in malloc_trim()", LARGE, NULL},
-    {"write after free, then exit", m_uaf_write, 0, SMALL | PAGE, NULL, "Poison overwritten", 0,
-     NULL},
-    {"write after free, then malloc", m_uaf_write_malloc, 0, SMALL | PAGE, NULL,
-     "Poison overwritten", 0, NULL},
-    {"write after free into a reused block", m_uaf_reuse, 0, SMALL | PAGE, NULL,
-     "Poison overwritten", 0, "reused: no"},
+    {"write after free into a reused block", m_uaf_reuse, 0, ALL, NULL, "Poison overwritten", 0,
+     "reused: no"},
     {"double free", m_double_free, ALL, ALL, "double free", "double free", 0, NULL},
     {"double free, another free between", m_double_free_between, ALL, ALL, "double free",
      "double free", 0, NULL},
@@ -264,12 +298,15 @@ static const struct mistake extra[] = {
     /* P alone: the freed block comes straight back, and the write lands in it, unseen. */
     {"write after free into a reused block, P", m_uaf_reuse, 0, 0, NULL, NULL, 0, "reused: yes"},
     /* Q alone: held back, its poison checked at exit. */
-    {"write after free into a reused block, Q", m_uaf_reuse, 0, SMALL | PAGE, NULL,
-     "Poison overwritten", 0, "reused: no"},
-    {"overflow by 1 kept, found by the background sweep", m_overflow_sleep, 0, SMALL | PAGE, NULL,
+    {"write after free into a reused block, Q", m_uaf_reuse, 0, ALL, NULL, "Poison overwritten", 0,
+     "reused: no"},
+    {"overflow by 1 kept, found by the background sweep", m_overflow_sleep, 0, ALL, NULL,
      "Found in the background sweep()", 0, NULL},
+    /* Z alone: a large block's page before it. */
+    {"underflow by 32, then free, Z", m_underflow32, 0, ALL, NULL, "Redzone overwritten", 0, NULL},
 };
-static const char *const extra_env[] = {"USLUB_DEBUG=P", "USLUB_DEBUG=Q", "USLUB_DEBUG=Z"};
+static const char *const extra_env[] = {"USLUB_DEBUG=P", "USLUB_DEBUG=Q", "USLUB_DEBUG=Z",
+					"USLUB_DEBUG=Z"};
 
 static const struct mistake zero[] = {
     {"malloc(0), write, free", m_zero_write, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
@@ -277,7 +314,39 @@ static const struct mistake zero[] = {
      NULL},
 };
 
+/* Huge blocks (8 MiB, a mapping of their own) under USLUB_DEBUG=1: the mapping holds a red
+ * zone after the request, checked at free and by the sweep (table index 3). */
+#define HUGE_SIZE ((size_t)8 << 20)
+static const struct mistake huge[] = {
+    {"overflow by 1, then free", m_overflow1, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
+    {"overflow by 32, then free", m_overflow32, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
+    {"overflow by 1, kept to exit", m_overflow_kept, 0, SMALL, NULL, "Found in exit()", 0, NULL},
+    {"memcpy 32 past, kept to exit", m_memcpy_over, 0, SMALL, NULL, "Found in exit()", 0, NULL},
+    {"overflow by 1, then malloc_trim", m_overflow_trim, 0, SMALL, NULL, "Found in malloc_trim()",
+     0, NULL},
+};
+
+/* USLUB_DEBUG=B with libuslub_bounds.so preloaded (table index 4): each write is checked as
+ * it is made, so the report names the function ("Found in memcpy()") and the program's
+ * line, and the program stops there. The "by default" column is B alone (large blocks:
+ * no page before them, and a freed one's pages go back), the letters' is USLUB_DEBUG=1
+ * (Z's page before a large block, Q's held blocks). */
+static const struct mistake bounds[] = {
+    {"memcpy 1 past", m_memcpy_over1, ALL, ALL, "memcpy(): ", "memcpy(): ", 0, "Found in memcpy()"},
+    {"memcpy 32 past", m_memcpy_over, ALL, ALL, "out of bounds", "out of bounds", 0, NULL},
+    {"memcpy 32 before", m_memcpy_under, SMALL | PAGE, ALL, "out of bounds", "out of bounds", 0,
+     NULL},
+    {"memset 1 past", m_memset_over1, ALL, ALL, "memset(): ", "memset(): ", 0, NULL},
+    {"memmove 1 past", m_memmove_over1, ALL, ALL, "memmove(): ", "memmove(): ", 0, NULL},
+    {"memcpy into a freed block", m_memcpy_freed, SMALL | PAGE, ALL, "write into a freed",
+     "write into a freed", 0, NULL},
+    {"memcpy, memmove, memset inside the block", m_memcpy_inside, 0, 0, NULL, NULL, 0, NULL},
+};
+
 /* ---- the parent ------------------------------------------------------------------ */
+
+/* LD_PRELOAD's second library for table 4 (TEST_BOUNDS_LIB, from meson), else NULL. */
+static const char *bounds_lib;
 
 /* Re-executes this program for one mistake at size n with USLUB_DEBUG=`debug` (NULL:
  * none); returns the wait status, and stderr in out. */
@@ -300,10 +369,18 @@ static int run_child(const char *self, int table, size_t i, size_t n, const char
 		dup2(fds[1], 2);
 		close(fds[1]);
 		static char *env[64];
+		static char preload[4096];
 		size_t k = 0;
-		for (char **e = environ; *e && k < 60; e++)
-			if (strncmp(*e, "USLUB_", 6) != 0)
+		for (char **e = environ; *e && k < 60; e++) {
+			if (strncmp(*e, "USLUB_", 6) == 0)
+				continue;
+			if (table == 4 && strncmp(*e, "LD_PRELOAD=", 11) == 0) {
+				snprintf(preload, sizeof(preload), "%s %s", *e, bounds_lib);
+				env[k++] = preload;
+			} else {
 				env[k++] = *e;
+			}
+		}
 		if (setting)
 			env[k++] = (char *)setting;
 		env[k] = NULL;
@@ -339,13 +416,15 @@ static void check_one(const struct mistake *m, int table, size_t i, unsigned bit
 {
 	static char out[65536];
 	int status = run_child("/proc/self/exe", table, i, n, env, out, sizeof(out));
-	unsigned caught = env ? m->with_letters : m->by_default;
-	const char *want = env ? m->report_letters : m->report_default;
+	/* Table 4's first column is USLUB_DEBUG=B's. */
+	int letters = env && (table != 4 || strcmp(env, "USLUB_DEBUG=B") != 0);
+	unsigned caught = letters ? m->with_letters : m->by_default;
+	const char *want = letters ? m->report_letters : m->report_default;
 	const char *setting = env ? env : "default";
 	if (env && m->also && ((caught & bit) || !m->with_letters))
 		CHECKF(strstr(out, m->also) != NULL, "%s at %zu B (%s): no \"%s\" in:\n%s", m->name,
 		       n, setting, m->also, out);
-	if (m->faults & bit) {
+	if ((m->faults & bit) && !(env && (caught & bit))) {
 		CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
 		       "%s at %zu B (%s): status %#x, expected SIGSEGV; stderr:\n%s", m->name, n,
 		       setting, status, out);
@@ -372,7 +451,11 @@ int main(int argc, char **argv)
 		int z = atoi(argv[2]);
 		size_t i = strtoul(strchr(argv[2], ':') + 1, NULL, 10);
 		signal(SIGABRT, SIG_DFL);
-		const struct mistake *m = z == 2 ? &extra[i] : z ? &zero[i] : &mistakes[i];
+		const struct mistake *m = z == 4   ? &bounds[i]
+					  : z == 3 ? &huge[i]
+					  : z == 2 ? &extra[i]
+					  : z	   ? &zero[i]
+						   : &mistakes[i];
 		m->run(strtoul(argv[3], NULL, 10));
 		exit(0); /* through the destructors: the check at exit */
 	}
@@ -388,9 +471,17 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < sizeof(zero) / sizeof(zero[0]); i++)
 			check_one(&zero[i], 1, i, SMALL, 0, env);
 	}
-	/* One letter at a time, at 8 B and 4 KiB. */
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++)
+		check_one(&huge[i], 3, i, SMALL, HUGE_SIZE, "USLUB_DEBUG=1");
+	bounds_lib = getenv("TEST_BOUNDS_LIB");
+	for (int b = 0; bounds_lib && b < 2; b++)
+		for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++)
+			for (size_t s = 0; s < 3; s++)
+				check_one(&bounds[i], 4, i, 1u << s, sizes[s],
+					  b ? "USLUB_DEBUG=1" : "USLUB_DEBUG=B");
+	/* One letter at a time. */
 	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
-		for (size_t s = 0; s < 2; s++)
+		for (size_t s = 0; s < 3; s++)
 			check_one(&extra[i], 2, i, 1u << s, sizes[s], extra_env[i]);
 	return tu_summary("test_mistakes");
 }

@@ -1,6 +1,6 @@
 // test_mistakes_cxx.cpp: issue 26's C++ mistakes - delete of a new[] array, delete[] of a
 // new object, free of a new object, delete of a malloc block, sized delete with the wrong
-// size - at 8 B, 4 KiB and 256 KiB, by default and under USLUB_DEBUG=1, each in a child
+// size - at 8 B, 4 KiB, 256 KiB and 8 MiB, by default and under USLUB_DEBUG=1, each in a child
 // under LD_PRELOAD (as test_mistakes.c runs the C ones). A row that says "caught" must end
 // the child by SIGABRT with a report whose first line has "uslub:" and that names the
 // mismatch; a row that says "not caught" must exit 0. The README's table (Checkers) is
@@ -79,7 +79,7 @@ static void m_sized_delete_right(std::size_t n)
 	::operator delete[](launder(p), opaque(n));
 }
 
-enum : unsigned { SMALL = 1, PAGE = 2, LARGE = 4, ALL = 7 };
+enum : unsigned { SMALL = 1, PAGE = 2, LARGE = 4, HUGE = 8, ALL = 15 };
 
 struct mistake {
 	const char *name;
@@ -88,22 +88,21 @@ struct mistake {
 	const char *report;
 };
 
-// Large blocks keep no kind: only the size of a sized delete is checked there, by pages.
+// Large blocks keep their kind in their descriptor under the letters, huge ones in the
+// huge table.
 static const mistake mistakes[] = {
-    {"new[], then delete", m_new_array_delete, 0, SMALL | PAGE,
+    {"new[], then delete", m_new_array_delete, 0, ALL,
      "alloc-dealloc-mismatch (operator new [] vs operator delete)"},
-    {"new, then delete[]", m_new_delete_array, 0, SMALL | PAGE,
+    {"new, then delete[]", m_new_delete_array, 0, ALL,
      "alloc-dealloc-mismatch (operator new vs operator delete [])"},
-    {"new, then free", m_new_free, 0, SMALL | PAGE,
-     "alloc-dealloc-mismatch (operator new vs free)"},
-    {"malloc, then delete", m_malloc_delete, 0, SMALL | PAGE,
+    {"new, then free", m_new_free, 0, ALL, "alloc-dealloc-mismatch (operator new vs free)"},
+    {"malloc, then delete", m_malloc_delete, 0, ALL,
      "alloc-dealloc-mismatch (malloc vs operator delete)"},
-    {"sized delete, 8 bytes too many", m_sized_delete_wrong, 0, SMALL | PAGE | LARGE,
-     "does not match the block"},
+    {"sized delete, 8 bytes too many", m_sized_delete_wrong, 0, ALL, "does not match the block"},
     {"sized delete[], the right size", m_sized_delete_right, 0, 0, nullptr},
 };
 
-static const std::size_t sizes[] = {8, 4096, 256 << 10};
+static const std::size_t sizes[] = {8, 4096, 256 << 10, 8 << 20};
 
 // ---- the parent ---------------------------------------------------------------------
 
@@ -168,7 +167,7 @@ int main(int argc, char **argv)
 		    "USLUB_DEBUG=1\n");
 	for (int d = 0; d < 2; d++)
 		for (std::size_t i = 0; i < sizeof(mistakes) / sizeof(mistakes[0]); i++)
-			for (std::size_t s = 0; s < 3; s++) {
+			for (std::size_t s = 0; s < 4; s++) {
 				const mistake &m = mistakes[i];
 				std::string out;
 				int status = run_child(i, sizes[s], d, out);

@@ -160,9 +160,13 @@ int main(void)
 	char *debug_one[] = {"USLUB_DEBUG=1", NULL};
 	parse(debug_one);
 	CHECKF(uslub_config.debug_letters == (USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P |
-					      USLUB_DEBUG_U | USLUB_DEBUG_Q) &&
+					      USLUB_DEBUG_U | USLUB_DEBUG_Q | USLUB_DEBUG_B) &&
 		   !uslub_config.debug_caches,
-	       "1 is FZPUQ on every cache: %#x", uslub_config.debug_letters);
+	       "1 is FZPUQB on every cache: %#x", uslub_config.debug_letters);
+	char *debug_b[] = {"USLUB_DEBUG=b", NULL};
+	msg = parse(debug_b);
+	CHECKF(msg[0] == '\0' && uslub_config.debug_letters == USLUB_DEBUG_B,
+	       "B, the bounds of memcpy: %#x: %s", uslub_config.debug_letters, msg);
 	char *debug_q[] = {"USLUB_DEBUG=Q", "USLUB_QUARANTINE=1M", "USLUB_REDZONE=32", NULL};
 	msg = parse(debug_q);
 	CHECKF(msg[0] == '\0' && uslub_config.debug_letters == USLUB_DEBUG_Q &&

@@ -71,9 +71,10 @@ static inline __attribute__((always_inline)) void uslub_classify(const void *p, 
 	}
 	if (d->kind == PAGE_LARGE) {
 		size_t bytes = (size_t)d->objects << USLUB_PAGE_SHIFT;
-		if (p != page_address(d))
+		if (unlikely(p != page_address(d)) && p != uslub_large_start(d))
 			uslub_report_bad_block("invalid pointer", op, p, "inside a large", bytes);
-		if (d->flags & PF_CACHED) /* freed, waiting in a thread's cache */
+		/* Freed, waiting in a thread's cache or in the quarantine. */
+		if (d->flags & (PF_CACHED | PF_HELD))
 			uslub_report_bad_block("double free", op, p, "large", bytes);
 		out->kind = PTR_LARGE;
 		if (flags & CLASSIFY_USABLE)

@@ -1,5 +1,7 @@
 /* uslub.h's calls into the statistics: the allocator set up first (a program may ask
- * before its first malloc), then the observer answers. */
+ * before its first malloc), then the observer answers. And the check libuslub_bounds.so
+ * makes before each memcpy, memmove and memset (USLUB_DEBUG=B, debug/bounds.c): before
+ * start-up no block is uslub's and B is off, so it sets nothing up. */
 #include "api/api.h"
 #include "stats/stats.h"
 
@@ -19,4 +21,10 @@ int uslub_cache_info(const char *name, struct uslub_cache_info *out)
 {
 	uslub_init();
 	return uslub_stats_cache_info(name, out);
+}
+
+void uslub_check_write(const void *dst, size_t n, const char *op, const void *caller)
+{
+	if (unlikely(uslub_debug_bounds))
+		uslub_debug_check_write(dst, n, op, caller);
 }

@@ -45,10 +45,15 @@ free_classified(void *p, const struct uslub_ptr *ptr, const char *op, void *call
 	int saved = errno;
 	switch (ptr->kind) {
 	case PTR_HUGE:
+		if (unlikely(uslub_debug_every_cache))
+			uslub_debug_check_huge_kind(p, KIND_MALLOC, op);
 		if (!uslub_huge_free(p, 0, NULL))
 			uslub_report_no_block(op, p);
 		break;
 	case PTR_LARGE:
+		/* A block operator new gave (sized.c): C++'s kind, kept by the letters. */
+		if (unlikely(uslub_debug_every_cache))
+			uslub_debug_check_block_kind(ptr->d, p, KIND_MALLOC, op);
 		uslub_thread_large_free(ptr->d, p); /* into the thread's medium cache */
 		uslub_safe_point();
 		break;
@@ -72,8 +77,8 @@ void uslub_free_slow(void *p, struct page_desc *d)
 		return;
 	/* A medium block the thread's cache takes as it is: a live block's start (the
 	 * classification's two tests for a large block) is all a hit needs. */
-	if (d && d->kind == PAGE_LARGE && p == page_address(d) && !(d->flags & PF_CACHED) &&
-	    uslub_medium_free_hit(d))
+	if (d && d->kind == PAGE_LARGE && p == page_address(d) &&
+	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && uslub_medium_free_hit(d))
 		return;
 	/* An object of a cache with a constructor or TYPESAFE_BY_RCU lies behind the
 	 * engine's free pointer and mark (types.h, user_off): free() of it frees the slot. */

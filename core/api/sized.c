@@ -71,12 +71,23 @@ static struct uslub_cache *kind_cache(void *p, struct page_desc **s)
 	return (c->debug & DBG_LETTERS) ? c : NULL;
 }
 
+/* A large block that keeps its kind (the letters apply to every cache), or NULL. */
+static struct page_desc *kind_block(void *p)
+{
+	struct page_desc *d = block_of(p);
+	return d && d->kind == PAGE_LARGE && uslub_debug_every_cache ? d : NULL;
+}
+
 void uslub_new_mark(void *p, enum dbg_kind kind)
 {
 	struct page_desc *s;
 	struct uslub_cache *c = kind_cache(p, &s);
 	if (c)
 		uslub_debug_set_kind(c, s, p, kind);
+	else if ((s = kind_block(p)))
+		s->dbg_kind = kind;
+	else if (uslub_debug_every_cache && !block_of(p))
+		uslub_huge_kind(p, (int)kind);
 }
 
 void uslub_delete_check(void *p, enum dbg_kind kind, const char *op)
@@ -85,12 +96,19 @@ void uslub_delete_check(void *p, enum dbg_kind kind, const char *op)
 		return;
 	struct page_desc *s;
 	struct uslub_cache *c = kind_cache(p, &s);
-	if (!c)
+	if (!c && !(s = kind_block(p))) {
+		if (uslub_debug_every_cache && !block_of(p))
+			uslub_debug_check_huge_kind(p, kind, op);
 		return;
-	/* A pointer that is no object's start is reported by the classification. */
+	}
+	/* A pointer that is no block's start, or a freed one, is reported by the
+	 * classification. */
 	struct uslub_ptr ptr;
 	uslub_classify(p, s, op, 0, &ptr);
-	uslub_debug_check_kind(c, s, p, kind, op);
+	if (c)
+		uslub_debug_check_kind(c, s, p, kind, op);
+	else
+		uslub_debug_check_block_kind(s, p, kind, op);
 }
 
 void *uslub_new_slow(size_t size, unsigned kind)
@@ -137,13 +155,21 @@ void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized
 				    op_name[op]);
 		}
 	} else if (ptr.kind == PTR_LARGE) {
-		if (uslub_debug_every_cache && pages_of(size) != s->objects)
+		/* The request's pages: a guarded block has more of its own (large.c). */
+		size_t req = uslub_large_request(s);
+		if (uslub_debug_every_cache && pages_of(size) != pages_of(req))
 			report_size(p, size, op, NULL, NULL, "large",
-				    (size_t)s->objects << USLUB_PAGE_SHIFT);
+				    pages_of(req) << USLUB_PAGE_SHIFT);
+		if (uslub_debug_every_cache && (op == SIZED_DELETE || op == SIZED_DELETE_ARRAY))
+			uslub_debug_check_block_kind(
+			    s, p, op == SIZED_DELETE ? KIND_NEW : KIND_NEW_ARRAY, op_name[op]);
 	} else {
 		/* The request under a checker, else the whole mapping (uslub_huge_usable):
 		 * pages either way, checked by the free's one look-up. */
 		size_t len;
+		if (uslub_debug_every_cache && (op == SIZED_DELETE || op == SIZED_DELETE_ARRAY))
+			uslub_debug_check_huge_kind(
+			    p, op == SIZED_DELETE ? KIND_NEW : KIND_NEW_ARRAY, op_name[op]);
 		int saved = errno;
 		int freed = uslub_huge_free(p, uslub_debug_every_cache ? pages_of(size) : 0, &len);
 		errno = saved;

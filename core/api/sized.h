@@ -33,8 +33,8 @@ void uslub_free_sized_check(void *p, size_t size, size_t align, enum uslub_sized
 
 /* C++'s kinds under USLUB_DEBUG (debug/kind.c): operator new and new[] mark the object
  * they return, a delete checks the mark (ASan's alloc-dealloc-mismatch) and stops the
- * program on a mismatch. Objects of caches without letters, and large and huge blocks,
- * keep no kind. */
+ * program on a mismatch. Objects of caches without letters, and large and huge blocks
+ * unless the letters apply to every cache, keep no kind. */
 void uslub_new_mark(void *p, enum dbg_kind kind);
 void uslub_delete_check(void *p, enum dbg_kind kind, const char *op);
 

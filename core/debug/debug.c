@@ -50,7 +50,8 @@ static unsigned letter_flags(unsigned letters)
 	       (letters & USLUB_DEBUG_U ? DBG_TRACK : 0) |
 	       (letters & USLUB_DEBUG_T ? DBG_TRACE : 0) |
 	       /* A held object is poisoned, and its poison checked as it leaves. */
-	       (letters & USLUB_DEBUG_Q ? DBG_QUARANTINE | DBG_POISON : 0);
+	       (letters & USLUB_DEBUG_Q ? DBG_QUARANTINE | DBG_POISON : 0) |
+	       (letters & USLUB_DEBUG_B ? DBG_BOUNDS : 0);
 }
 
 /* A debug cache's slots: pad (red zones and metadata) in front of each object, a
@@ -96,14 +97,13 @@ unsigned uslub_debug_rz = 64;
 
 void uslub_debug_init(void)
 {
-	unsigned flags;
-	const char *list;
 	uint64_t seed = uslub_random_seed();
 	uslub_random_init(&seed);
-	flags = letter_flags(uslub_config.debug_letters);
-	list = uslub_config.debug_caches;
+	unsigned flags = letter_flags(uslub_config.debug_letters);
+	const char *list = uslub_config.debug_caches;
 	uslub_debug_rz = (uslub_config.redzone + 15) & ~15u;
 	uslub_debug_any = flags != 0;
+	uslub_debug_bounds = (flags & DBG_BOUNDS) != 0;
 	uslub_debug_every_cache = flags && !list;
 	/* Checked once: every cache then takes the slow path, which tells memcheck. */
 	unsigned all = 0;
@@ -115,9 +115,11 @@ void uslub_debug_init(void)
 		all |= DBG_ASAN;
 	if (uslub_config.harden == USLUB_HARDEN_FULL)
 		all |= DBG_HARDEN;
-	/* Large and huge blocks belong to no cache: Z reaches them only when it is asked
-	 * for every cache. */
-	uslub_block_debug = (all & (DBG_VALGRIND | DBG_ASAN)) | (list ? 0 : flags & DBG_REDZONE);
+	/* Blocks of no cache: letters for every cache reach them, Z and P pad (large.c). */
+	unsigned block = list ? 0 : flags & (DBG_REDZONE | DBG_POISON | DBG_QUARANTINE);
+	uslub_block_debug = (all & (DBG_VALGRIND | DBG_ASAN)) | block;
+	if (block && !(all & (DBG_VALGRIND | DBG_ASAN)))
+		uslub_block_pad = uslub_debug_rz;
 	debug_all = all;
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];

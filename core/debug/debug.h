@@ -46,6 +46,7 @@ enum {
 	DBG_VALGRIND = 0x40,	/* running under valgrind: memcheck told about every object */
 	DBG_ASAN = 0x80,	/* an ASan build: free objects and metadata poisoned */
 	DBG_QUARANTINE = 0x100, /* Q: freed objects held (quarantine.c) before reuse */
+	DBG_BOUNDS = 0x200,	/* B: writes by memcpy, memmove, memset checked (bounds.c) */
 };
 /* The checkers that watch the bytes between the request and the class size: with one of
  * them on, malloc_usable_size reports the request, so a program that uses what it is told
@@ -188,6 +189,12 @@ void uslub_debug_set_kind(struct uslub_cache *c, struct page_desc *s, void *obje
 			  enum dbg_kind kind);
 void uslub_debug_check_kind(struct uslub_cache *c, struct page_desc *s, void *object,
 			    enum dbg_kind kind, const char *op);
+/* The same for large block d at p (its descriptor keeps the kind, dbg_kind): a mismatch,
+ * `kind` KIND_MALLOC for a free, is reported and the program stops. */
+void uslub_debug_check_block_kind(struct page_desc *d, void *p, enum dbg_kind kind, const char *op);
+/* The same for huge block p, whose kind its entry in the huge table keeps; nothing when p
+ * is no huge block (its free reports it). */
+void uslub_debug_check_huge_kind(void *p, enum dbg_kind kind, const char *op);
 /* The size a debug object was asked for (its orig_size). */
 size_t uslub_debug_requested(struct uslub_cache *c, void *object);
 
@@ -196,17 +203,36 @@ size_t uslub_debug_requested(struct uslub_cache *c, void *object);
 /* The hooks of the large and huge blocks (hooks.h, block_*), under the checkers that
  * uslub_block_debug (hooks.h) names. */
 
-/* A new block; `zeroed`: its bytes read as zero already (calloc of fresh pages). */
-void uslub_debug_block_alloc(void *p, size_t size, size_t span, bool zeroed);
-/* Z: the red zone after the request is intact, else a report names the block and the
- * program stops. `op` names the call. */
-void uslub_debug_block_check(void *p, size_t size, size_t span, const char *op);
-/* The block goes back (its red zone checked): its pages are plain memory again. */
-void uslub_debug_block_free(void *p, size_t size, size_t span);
+/* A new block; `zeroed`: its bytes read as zero already (calloc of fresh pages). `lead`:
+ * bytes of red zone before p (a guarded large block's first page, slab/large.c). */
+void uslub_debug_block_alloc(void *p, size_t size, size_t span, size_t lead, bool zeroed);
+/* Z: the red zones before and after the request are intact, else a report names the
+ * block and the program stops. `op` names the call. */
+void uslub_debug_block_check(void *p, size_t size, size_t span, size_t lead, const char *op);
+/* The block goes back (its red zones checked, poisoned with P): true when
+ * the quarantine (Q) keeps large block d, to release it later. */
+bool uslub_debug_block_free(void *p, size_t size, size_t span, size_t lead, struct page_desc *d);
 /* The block at p (old bytes asked for in old_span) is now at q (p, or where mremap moved
  * it) with `size` in `span`; the caller checked its red zone before changing it. */
 void uslub_debug_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size,
 			      size_t span);
+/* The sweep's look at a guarded large block d, under its zone's lock (sweep.c): the red
+ * zones of a live one, the poison of one the quarantine holds. */
+void uslub_debug_block_sweep(struct page_desc *d, const char *op);
+/* Q: large block d (freed, poisoned, PF_HELD) into the quarantine; false when it does not
+ * take it (quarantine.c). */
+bool uslub_quarantine_put_block(struct page_desc *d);
+
+/* ---- B: the bounds of memcpy, memmove and memset (bounds.c) --------------------------- */
+
+/* B for some cache: what the exported check (api/bounds.c) asks first; set at start-up. */
+extern bool uslub_debug_bounds;
+/* A write of n bytes at dst by `op` (memcpy, memmove, memset), called by the program at
+ * `caller`: when dst lies in a block of a cache with B (or a large block, B on every
+ * cache), the write must stay inside the block's request, and the block must be live;
+ * else a report names the block, the offset and the op, and the program stops. Writes
+ * from uslub's own code are not checked. */
+void uslub_debug_check_write(const void *dst, size_t n, const char *op, const void *caller);
 
 /* Writes "ADDR (module+0xOFF)" for a code address, reading /proc/self/maps without
  * allocating, so `addr2line -e module 0xOFF` names the line. For reports and tests. */

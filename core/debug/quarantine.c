@@ -11,7 +11,10 @@
  * the free that pushed them out, after the lock is dropped: their free takes the slab's
  * locks, and fork (api/startup.c) takes this lock before every other. A held object is
  * free to the program (its state word says so: a second free of it, realloc or
- * malloc_usable_size is reported) and in use to its slab, which therefore stays. */
+ * malloc_usable_size is reported) and in use to its slab, which therefore stays.
+ *
+ * Large blocks freed under Q (guarded ones, slab/large.c) wait in the same queue, their
+ * whole pages counted: PF_HELD, poisoned, their header saying so to the sweep. */
 #include "debug/debug.h"
 #include "debug/report.h"
 
@@ -29,9 +32,13 @@ static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *q_head, *q_tail; /* oldest, newest */
 static uint64_t q_bytes, q_objects;
 
+/* A large block (a guarded one, slab/large.c) is held by its start, linked through its
+ * descriptor: its bytes are poison the sweep checks. */
 static uintptr_t *q_link(void *object)
 {
 	struct page_desc *s = page_desc_of(object)->head;
+	if (s->kind == PAGE_LARGE)
+		return (uintptr_t *)&s->next;
 	return &dbg_meta_of(&uslub_caches[s->cls], object)->link;
 }
 
@@ -54,7 +61,10 @@ static void q_set_next(void *object, void *next)
 
 static uint64_t slot_bytes(void *object)
 {
-	return uslub_caches[page_desc_of(object)->head->cls].stride;
+	struct page_desc *s = page_desc_of(object)->head;
+	if (s->kind == PAGE_LARGE)
+		return (uint64_t)s->objects << USLUB_PAGE_SHIFT;
+	return uslub_caches[s->cls].stride;
 }
 
 /* Takes up to `max` of the oldest objects while more than `keep` bytes are held; returns
@@ -85,6 +95,10 @@ static void release(void *chain)
 	for (void *p = chain, *next; p; p = next) {
 		next = q_next(p);
 		struct page_desc *s = page_desc_of(p)->head;
+		if (s->kind == PAGE_LARGE) {
+			uslub_debug_block_leave(s);
+			continue;
+		}
 		struct uslub_cache *c = &uslub_caches[s->cls];
 		const unsigned char *bad = uslub_debug_bad_poison(c, p);
 		if (bad) {
@@ -96,11 +110,10 @@ static void release(void *chain)
 	}
 }
 
-bool uslub_quarantine_put(struct uslub_cache *c, struct page_desc *s, void *object)
+static bool put(void *object, uint64_t bytes)
 {
-	(void)s;
 	uint64_t limit = uslub_config.quarantine;
-	if (c->stride > limit)
+	if (bytes > limit)
 		return false; /* also USLUB_QUARANTINE=0: none */
 	q_set_next(object, NULL);
 	pthread_mutex_lock(&q_lock);
@@ -109,12 +122,23 @@ bool uslub_quarantine_put(struct uslub_cache *c, struct page_desc *s, void *obje
 	else
 		q_head = object;
 	q_tail = object;
-	q_bytes += c->stride;
+	q_bytes += bytes;
 	q_objects++;
 	void *chain = take_oldest(limit, RELEASE_BATCH);
 	pthread_mutex_unlock(&q_lock);
 	release(chain);
 	return true;
+}
+
+bool uslub_quarantine_put(struct uslub_cache *c, struct page_desc *s, void *object)
+{
+	(void)s;
+	return put(object, c->stride);
+}
+
+bool uslub_quarantine_put_block(struct page_desc *d)
+{
+	return put(uslub_large_start(d), (uint64_t)d->objects << USLUB_PAGE_SHIFT);
 }
 
 void uslub_quarantine_drain(void)

@@ -206,39 +206,63 @@ __attribute__((noreturn)) void uslub_debug_report_object(const struct uslub_cach
 /* A block's red zone is the rest of its span: no metadata, no tracks, so the report has
  * the block, the first bad byte, and the bytes on either side of the request's end. */
 __attribute__((noreturn)) void uslub_debug_report_block(void *p, size_t size, size_t span,
+							const char *what,
 							const unsigned char *fault)
 {
 	struct uslub_out o;
 	uslub_out_init(&o, 2);
 	const unsigned char *b = p;
 	const char *kind = region_of(p) ? "large block" : "huge block";
-	uslub_printf(&o, "uslub: %s: Redzone overwritten, block 0x%lx\n", kind,
-		     (unsigned long)(uintptr_t)b);
+	uslub_printf(&o, "uslub: %s: %s, block 0x%lx\n", kind, what, (unsigned long)(uintptr_t)b);
 	uslub_printf(&o, "=============================================================="
 			 "===============\n");
-	uslub_printf(&o, "BUG %s (uslub): Redzone overwritten\n", kind);
+	uslub_printf(&o, "BUG %s (uslub): %s\n", kind, what);
 	uslub_printf(&o, "--------------------------------------------------------------"
 			 "---------------\n");
-	mem_open((void *)fault, 1);
-	uslub_printf(&o,
-		     "INFO: 0x%lx @offset=%zu in the block (requested %zu of %zu). First byte "
-		     "0x%02x\n",
-		     (unsigned long)(uintptr_t)fault, (size_t)(fault - b), size, span, *fault);
+	bool past = fault >= b + span; /* a write checked before it was made (bounds.c) */
+	if (!past)
+		mem_open((void *)fault, 1);
+	if (past)
+		uslub_printf(&o,
+			     "INFO: 0x%lx @offset=%zu, past the block's pages (requested %zu of "
+			     "%zu)\n",
+			     (unsigned long)(uintptr_t)fault, (size_t)(fault - b), size, span);
+	else if (fault < b)
+		uslub_printf(&o,
+			     "INFO: 0x%lx @offset=-%zu, before the block (requested %zu of %zu). "
+			     "First byte 0x%02x\n",
+			     (unsigned long)(uintptr_t)fault, (size_t)(b - fault), size, span,
+			     *fault);
+	else
+		uslub_printf(&o,
+			     "INFO: 0x%lx @offset=%zu in the block (requested %zu of %zu). First "
+			     "byte 0x%02x\n",
+			     (unsigned long)(uintptr_t)fault, (size_t)(fault - b), size, span,
+			     *fault);
 	uslub_printf(&o, "INFO: Block 0x%lx size=%zu requested=%zu\n", (unsigned long)(uintptr_t)b,
 		     span, size);
 	print_site(&o);
-	size_t before = size < 16 ? size : 16;
-	hex_dump(&o, "Object", b + size - before, before);
-	/* The red zone from its start, up to the line with the bad byte. */
-	size_t upto = (size_t)(fault - b) + 1, n = upto - size;
-	if (n > 64) {
-		hex_dump(&o, "Redzone", b + size, 16);
-		uslub_printf(&o, "...\n");
-		size_t from = (upto - 1) & ~(size_t)15;
-		hex_dump(&o, "Redzone", b + from, span - from < 16 ? span - from : 16);
+	const unsigned char *line = (const unsigned char *)((uintptr_t)fault & ~(uintptr_t)15);
+	if (past) {
+		size_t before = size < 16 ? size : 16;
+		hex_dump(&o, "Object", b + size - before, before);
+	} else if (fault < b || fault < b + size) {
+		/* Before the block, or in a freed block's poison: the fault's line. */
+		hex_dump(&o, fault < b ? "Redzone" : "Object", line, 16);
 	} else {
-		size_t len = (n + 15) & ~(size_t)15;
-		hex_dump(&o, "Redzone", b + size, len < span - size ? len : span - size);
+		size_t before = size < 16 ? size : 16;
+		hex_dump(&o, "Object", b + size - before, before);
+		/* The red zone from its start, up to the line with the bad byte. */
+		size_t upto = (size_t)(fault - b) + 1, n = upto - size;
+		if (n > 64) {
+			hex_dump(&o, "Redzone", b + size, 16);
+			uslub_printf(&o, "...\n");
+			size_t from = (upto - 1) & ~(size_t)15;
+			hex_dump(&o, "Redzone", b + from, span - from < 16 ? span - from : 16);
+		} else {
+			size_t len = (n + 15) & ~(size_t)15;
+			hex_dump(&o, "Redzone", b + size, len < span - size ? len : span - size);
+		}
 	}
 	uslub_printf(&o, "=============================================================="
 			 "===============\n");

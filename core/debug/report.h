@@ -41,9 +41,14 @@ __attribute__((noreturn)) void uslub_debug_report_object(const struct uslub_cach
 							 struct page_desc *s, void *object,
 							 const char *what, const void *fault,
 							 size_t req);
-/* A large or huge block whose red zone (the rest of its span) was overwritten at `fault`. */
+/* A large or huge block at p whose red zone (before p, or the rest of its span) or, freed,
+ * whose poison was overwritten at `fault`; `what` says which. */
 __attribute__((noreturn)) void uslub_debug_report_block(void *p, size_t size, size_t span,
+							const char *what,
 							const unsigned char *fault);
+/* Q: large block d leaving the quarantine: its poison and red zones checked, then handed
+ * back (block.c). */
+void uslub_debug_block_leave(struct page_desc *d);
 
 #pragma GCC visibility pop
 

@@ -1,6 +1,7 @@
 /* The sweep: the red zones of allocated objects and the poison and red zones of free ones,
- * checked in every debug slab at malloc_trim, at exit and, in bounded steps, by the
- * background thread (replenish/). Without it an overflow is found only when its object is
+ * checked in every debug slab and guarded large block (block.c) at malloc_trim, at exit
+ * and, in bounded steps, by the background thread (replenish/). Without it an overflow is
+ * found only when its object is
  * freed (or, with F, at the next operation on its slab), and a write after free only when
  * the object is handed out again: a program that overflows a block it keeps, or writes
  * into one it freed, and then exits, would never be told.
@@ -158,6 +159,14 @@ static size_t sweep_region(struct uslub_node *n, struct region *r, size_t from, 
 				check_slab(d, op);
 				len = 1UL << order;
 			}
+		} else if (__atomic_load_n(&d->kind, __ATOMIC_RELAXED) == PAGE_LARGE &&
+			   __atomic_load_n(&d->head, __ATOMIC_RELAXED) == d &&
+			   (__atomic_load_n(&d->flags, __ATOMIC_RELAXED) & PF_GUARD)) {
+			size_t pages = __atomic_load_n(&d->objects, __ATOMIC_RELAXED);
+			if (pages > 1 && i + pages <= grown) {
+				uslub_debug_block_sweep(d, op);
+				len = pages;
+			}
 		}
 		i += len;
 	}
@@ -165,10 +174,24 @@ static size_t sweep_region(struct uslub_node *n, struct region *r, size_t from, 
 	return i < grown ? i : 0;
 }
 
+/* A huge block's red zone after its request, under huge_lock (page/huge.c). */
+static void check_huge(void *p, size_t size, size_t len, const char *op)
+{
+	const unsigned char *bad = uslub_debug_first_not((char *)p + size, len - size, RED_ACTIVE);
+	if (bad) {
+		uslub_debug_op = op;
+		uslub_debug_caller = NULL;
+		uslub_debug_report_block(p, size, len, "Redzone overwritten", bad);
+	}
+}
+
 void uslub_debug_sweep(const char *op, size_t pages)
 {
 	if (!uslub_debug_sweep_wanted || (pages && !BACKGROUND_SWEEP))
 		return;
+	/* Huge blocks are few, and their red zones a page or two: all of them each time. */
+	if ((uslub_block_debug & DBG_REDZONE) && uslub_block_pad)
+		uslub_huge_sweep(check_huge, op);
 	unsigned nr_nodes = uslub_nr_nodes < MAX_NODES ? uslub_nr_nodes : MAX_NODES;
 	if (!pages) {
 		for (unsigned z = 0; z < NR_ZONES; z++)

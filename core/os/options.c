@@ -59,7 +59,8 @@ static const struct option_desc options[] = {
      "test only: make OS calls fail, e.g. mmap:3 (the 3rd) or mmap:every:5"},
     {"USLUB_DEBUG", OPT_DEBUG, CFG(debug), 0, 0, sizeof(uslub_config.debug), NULL,
      "slub_debug letters F (checks) Z (red zones) P (poison) U (alloc/free sites) T (trace) "
-     "Q (quarantine), optionally ,cache,...; 1 = FZPUQ on every cache"},
+     "Q (quarantine) B (memcpy/memmove/memset bounds, with libuslub_bounds.so), optionally "
+     ",cache,...; 1 = FZPUQB on every cache"},
     {"USLUB_REDZONE", OPT_UINT, CFG(redzone), 64, 16, 4096, NULL,
      "with USLUB_DEBUG=Z: red zone bytes before and after each slab object (a multiple of "
      "16), so a miss by up to this many bytes lands in one"},
@@ -185,11 +186,11 @@ static int parse_numa(const char *s)
 	return 0;
 }
 
-/* Letters F Z P U T Q (either case), "1" (FZPUQ) or "0"/"" (none), then optionally
+/* Letters F Z P U T Q B (either case), "1" (FZPUQB) or "0"/"" (none), then optionally
  * ",cache,...". Letters alone apply to every cache. A bad letter is dropped with a line. */
 static int parse_debug(const char *spec)
 {
-	static const char letters[] = "FZPUTQ";
+	static const char letters[] = "FZPUTQB";
 	unsigned flags = 0;
 	uslub_config.debug_caches = NULL;
 	if (!spec[0] || strcmp(spec, "0") == 0) {
@@ -204,7 +205,7 @@ static int parse_debug(const char *spec)
 	for (; *p && *p != ','; p++) {
 		const char *l = strchr(letters, *p >= 'a' ? *p - 'a' + 'A' : *p);
 		if (!l || !*p) {
-			uslub_message("uslub: USLUB_DEBUG=%s: '%c' is not one of F Z P U T Q; "
+			uslub_message("uslub: USLUB_DEBUG=%s: '%c' is not one of F Z P U T Q B; "
 				      "ignored\n",
 				      spec, *p);
 			continue;

@@ -26,11 +26,13 @@ enum {
 	USLUB_DEBUG_P = 0x4,  /* poisoning */
 	USLUB_DEBUG_U = 0x8,  /* owner tracking */
 	USLUB_DEBUG_T = 0x10, /* trace */
-	USLUB_DEBUG_Q = 0x20  /* quarantine: freed objects held before reuse (implies P) */
+	USLUB_DEBUG_Q = 0x20, /* quarantine: freed objects held before reuse (implies P) */
+	USLUB_DEBUG_B = 0x40  /* bounds of memcpy, memmove, memset (with libuslub_bounds.so) */
 };
 /* What "1" (and a cache list without letters) turns on: every letter but T. */
 #define USLUB_DEBUG_ALL                                                                            \
-	(USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P | USLUB_DEBUG_U | USLUB_DEBUG_Q)
+	(USLUB_DEBUG_F | USLUB_DEBUG_Z | USLUB_DEBUG_P | USLUB_DEBUG_U | USLUB_DEBUG_Q |           \
+	 USLUB_DEBUG_B)
 
 /* USLUB_FAULT (tests only): comma-separated rules "kind:N" (the Nth call of that kind
  * fails) or "kind:every:K" (every Kth), N and K from 1, kind mmap, mremap, madvise or all

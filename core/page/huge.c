@@ -19,7 +19,9 @@
  * realloc of it report a double free, as of an unmapped one.
  *
  * Each block keeps the size the program asked for, for the checkers (debug.h, "large and
- * huge blocks"); outside their runs no hook is called. */
+ * huge blocks"); outside their runs no hook is called. With Z or P for every cache
+ * (uslub_block_pad) the mapping holds at least that many bytes after the request, red
+ * zone the sweep checks; a miss before the block lands outside the mapping. */
 #include "page/page.h"
 
 #include "hooks.h"
@@ -40,7 +42,8 @@ _Atomic uint64_t uslub_huge_expiry_ms;
 struct huge_entry {
 	uintptr_t key; /* 0: empty; 1: deleted */
 	size_t len;
-	size_t size; /* asked for, for the checkers (debug.h) */
+	size_t size;   /* asked for, for the checkers (debug.h) */
+	uint64_t kind; /* C++'s kind under USLUB_DEBUG (api/sized.c): enum dbg_kind */
 };
 
 static uintptr_t huge_key(uintptr_t a)
@@ -327,6 +330,7 @@ static int huge_insert(uintptr_t a, size_t len, size_t size)
 	huge_table[i].key = huge_key(a);
 	huge_table[i].len = len;
 	huge_table[i].size = size;
+	huge_table[i].kind = 0;
 	huge_used++;
 	huge_forget_freed(a);
 	return 0;
@@ -345,7 +349,7 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
+	size_t len = (size + uslub_block_pad + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
 	size_t a = align > HUGE_ALIGN ? align : HUGE_ALIGN;
 	size_t got = len, dirty = 0;
 	void *p = cache_take(len, align ? align : 1, &got, &dirty);
@@ -370,6 +374,12 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 	}
 	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	int rc = huge_insert((uintptr_t)p, got, size);
+	/* Under the lock, as every change of a block's red zone: the sweep reads them under
+	 * it (uslub_huge_sweep). A fresh mapping reads as zero, but only calloc asked for
+	 * that; a reused one holds the last block's bytes, so checkers see it undefined and
+	 * calloc clears them below. */
+	if (unlikely(uslub_block_debug) && !rc)
+		uslub_hooks.block_alloc(p, size, got, 0, zero && fresh);
 	pthread_mutex_unlock(&huge_lock);
 	if (rc) {
 		uslub_os_unmap(p, got);
@@ -379,12 +389,9 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 	}
 	atomic_fetch_add(&uslub_huge_bytes, got);
 	uslub_note_in_use();
-	/* A fresh mapping reads as zero, but only calloc asked for that; a reused one holds
-	 * the last block's bytes, so checkers see it undefined and calloc clears them. Those
-	 * pages are resident: clearing them costs no memory, and MADV_DONTNEED would make
-	 * the program fault each one in again - what the cache is there to save. */
-	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_alloc(p, size, got, zero && fresh);
+	/* A reused mapping's pages are resident: clearing them costs no memory, and
+	 * MADV_DONTNEED would make the program fault each one in again - what the cache is
+	 * there to save. */
 	if (zero && !fresh) {
 		/* All of it where a checker has just marked it undefined. */
 		size_t clear = size < dirty || uslub_block_debug ? size : dirty;
@@ -427,7 +434,7 @@ static int huge_release(void *p, size_t expect_pages, size_t *usable, void *to, 
 	if (to)
 		memcpy(to, p, max < bytes ? max : bytes);
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_free(p, size, len);
+		uslub_hooks.block_free(p, size, len, 0, NULL);
 	atomic_fetch_sub(&uslub_huge_bytes, len);
 	if (!cache_put((uintptr_t)p, len, uslub_os_now_ms())) {
 		uslub_os_unmap(p, len);
@@ -453,7 +460,7 @@ int uslub_huge_move_out(void *p, void *to, size_t max)
  * unmapped - outside huge_lock, which nests inside the zone locks (fork_prepare). */
 static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 {
-	size_t len = (size + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
+	size_t len = (size + uslub_block_pad + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
 	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	struct huge_entry *e = huge_find((uintptr_t)p);
 	*found = e != NULL;
@@ -469,12 +476,12 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 	size_t old = e->len, old_size = e->size;
 	/* Checked while the bytes are where they were: a shrink unmaps the tail. */
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_check(p, old_size, old, "realloc");
+		uslub_hooks.block_check(p, old_size, old, 0, "realloc");
 	if (len == old) {
 		e->size = size;
-		pthread_mutex_unlock(&huge_lock);
 		if (unlikely(uslub_block_debug))
 			uslub_hooks.block_resize(p, p, old_size, old, size, len);
+		pthread_mutex_unlock(&huge_lock);
 		return p;
 	}
 	if (len > old && uslub_over_limit(len - old)) {
@@ -503,9 +510,9 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 	}
 	huge_erase(e);
 	huge_insert((uintptr_t)q, len, size); /* cannot fail: room was made above */
-	pthread_mutex_unlock(&huge_lock);
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_resize(p, q, old_size, old, size, len);
+	pthread_mutex_unlock(&huge_lock);
 	if (len > old) {
 		atomic_fetch_add(&uslub_huge_bytes, len - old);
 		atomic_fetch_add(&uslub_mapped_bytes, len - old);
@@ -520,6 +527,28 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 void *uslub_huge_realloc(void *p, size_t size, bool *found)
 {
 	return huge_realloc(p, size, true, found);
+}
+
+int uslub_huge_kind(const void *p, int set)
+{
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
+	struct huge_entry *e = huge_find((uintptr_t)p);
+	int had = e ? (int)e->kind : -1;
+	if (e && set >= 0)
+		e->kind = (uint64_t)set;
+	pthread_mutex_unlock(&huge_lock);
+	return had;
+}
+
+void uslub_huge_sweep(void (*check)(void *p, size_t size, size_t len, const char *op),
+		      const char *op)
+{
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
+	for (size_t i = 0; i < huge_cap; i++)
+		if (huge_table[i].key > 1)
+			check((void *)((huge_table[i].key - 2) << USLUB_PAGE_SHIFT),
+			      huge_table[i].size, huge_table[i].len, op);
+	pthread_mutex_unlock(&huge_lock);
 }
 
 void uslub_huge_lock(void)

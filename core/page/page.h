@@ -194,6 +194,13 @@ bool uslub_huge_was_freed(const void *p);
 /* Resize huge block p in place or by mremap (NULL, errno ENOMEM: p is left as it was);
  * *found false when p is no huge block. One look-up of the table. */
 void *uslub_huge_realloc(void *p, size_t size, bool *found);
+/* The kind (enum dbg_kind) huge block p was asked for with, then `set` recorded unless it
+ * is negative; -1 when p is no huge block. USLUB_DEBUG's C++ checks (api/sized.c). */
+int uslub_huge_kind(const void *p, int set);
+/* Each huge block's start, request and mapping length handed to `check`, under huge_lock,
+ * which every change of a block's red zone also holds (the checkers' sweep). */
+void uslub_huge_sweep(void (*check)(void *p, size_t size, size_t len, const char *op),
+		      const char *op);
 void uslub_huge_lock(void);
 void uslub_huge_unlock(void);
 extern _Atomic uint64_t uslub_huge_bytes;

@@ -7,7 +7,19 @@
  *
  * Each block keeps the size the program asked for, so that memcheck, ASan and
  * USLUB_DEBUG=Z see the block end there rather than at the page (debug.h, "large and
- * huge blocks"); outside those runs no hook is called. */
+ * huge blocks"); outside those runs no hook is called.
+ *
+ * With Z or P for every cache (uslub_block_pad, hooks.h) a block is laid out for the
+ * checkers, and marked PF_GUARD:
+ *
+ *     page 0          red zone (its first 16 bytes: the sweep's ready word, debug/block.c)
+ *     page 1 ...      the request, then red zone to the end of the pages, W bytes at least
+ *
+ * so a miss of up to a page before the block or W bytes past it lands in a red zone, which
+ * free, the sweep and exit check, and a freed block keeps its poison where the sweep can
+ * find it. Such a block skips the medium-block cache (its layout is not the cache's
+ * business, and debug runs are not about speed) and is resized in place only within its
+ * pages. An aligned block (align > a page) starts its pages as always: no page before. */
 #include "slab/slab.h"
 #include "hooks.h"
 #include "os/options.h"
@@ -29,6 +41,19 @@ static void mark_large(struct page_desc *d, size_t npages, size_t from)
 		d[i].head = d;
 }
 
+/* The request is kept as the bytes its pages hold after it, in local_count, which only
+ * slabs use otherwise: the descriptor has no other room. */
+size_t uslub_large_request(const struct page_desc *d)
+{
+	return uslub_large_span(d) - d->local_count;
+}
+
+/* `lead`: the block's page before its start, 0 or 1 (PF_GUARD). */
+static void set_request(struct page_desc *d, size_t size, size_t lead)
+{
+	d->local_count = (uint16_t)((((size_t)d->objects - lead) << USLUB_PAGE_SHIFT) - size);
+}
+
 /* A block of up to MEDIUM_MAX_PAGES pages, through the thread's medium-block cache. */
 static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
 {
@@ -42,11 +67,11 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
 		return NULL;
 	}
 	void *p = page_address(d);
-	uslub_large_set_request(d, size);
+	set_request(d, size, 0); /* never guarded: the medium-block cache */
 	bool cold = d->flags & PF_COLD;
 	d->flags = 0;
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_alloc(p, size, (size_t)d->objects << USLUB_PAGE_SHIFT,
+		uslub_hooks.block_alloc(p, size, (size_t)d->objects << USLUB_PAGE_SHIFT, 0,
 					zero && cold);
 	if (zero && !cold)
 		memset(p, 0, size);
@@ -57,11 +82,16 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 {
 	struct uslub_thread *t = uslub_tls_thread;
 	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT && align <= USLUB_PAGE_SIZE &&
-	    t->state == THREAD_LIVE)
+	    t->state == THREAD_LIVE && likely(!uslub_block_pad))
 		return medium_alloc(t, size, zero);
-	size_t npages = pages_for(size);
+	size_t npages = pages_for(size), lead = 0;
 	unsigned order = uslub_get_order(size);
 	unsigned align_order = align > USLUB_PAGE_SIZE ? uslub_get_order(align) : 0;
+	if (unlikely(uslub_block_pad)) {
+		lead = !align_order;
+		npages = lead + pages_for(size + uslub_block_pad);
+		order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
+	}
 	if (align_order > order)
 		order = align_order;
 	if (order > USLUB_MAX_ORDER)
@@ -84,29 +114,28 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	d->objects = (uint16_t)npages;
 	d->order = (uint8_t)order;
 	d->owner = NULL;
-	d->flags = 0;
+	d->flags = lead ? PF_GUARD : 0;
 	mark_large(d, npages, 1);
 	__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
 	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
-	void *p = page_address(d);
-	uslub_large_set_request(d, size);
+	void *p = uslub_large_start(d);
+	set_request(d, size, lead);
 	/* Fresh pages read as zero, but only calloc asked for that. */
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_alloc(p, size, npages << USLUB_PAGE_SHIFT, zero && cold);
+		uslub_hooks.block_alloc(p, size, uslub_large_span(d), uslub_large_lead(d),
+					zero && cold);
 	if (zero && !cold)
 		memset(p, 0, size);
 	return p;
 }
 
-void uslub_large_free(struct page_desc *d, void *p)
+/* Back to the medium-block cache or the page allocator. */
+static inline void release(struct page_desc *d)
 {
 	size_t npages = d->objects;
-	uslub_huge_cache_tick();
-	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_free(p, uslub_large_request(d), npages << USLUB_PAGE_SHIFT);
 	struct uslub_thread *t = uslub_tls_thread;
-	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE) {
+	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
 		bool locked = uslub_medium_enter(t);
 		bool cached = uslub_medium_free(t, d, (unsigned)npages);
 		uslub_medium_exit(t, locked);
@@ -116,6 +145,21 @@ void uslub_large_free(struct page_desc *d, void *p)
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	uslub_pages_free_range(d, npages);
+}
+
+void uslub_large_free(struct page_desc *d, void *p)
+{
+	uslub_huge_cache_tick();
+	if (unlikely(uslub_block_debug) &&
+	    uslub_hooks.block_free(p, uslub_large_request(d), uslub_large_span(d),
+				   uslub_large_lead(d), d))
+		return; /* held by the quarantine, which releases it later */
+	release(d);
+}
+
+void uslub_large_release(struct page_desc *d)
+{
+	release(d);
 }
 
 void uslub_large_cache_drain(struct uslub_thread *t)
@@ -128,34 +172,38 @@ size_t uslub_large_usable(struct page_desc *d)
 {
 	if (unlikely(uslub_block_debug))
 		return uslub_large_request(d);
-	return (size_t)d->objects << USLUB_PAGE_SHIFT;
+	return uslub_large_span(d);
 }
 
 /* The checkers' view of a block resized in place, while pages [0, max(old, npages)) are
  * still the block's: before a shrink gives pages back, after a growth took them. */
 static void resize_debug(struct page_desc *d, void *p, size_t size, size_t npages)
 {
-	size_t old = uslub_large_request(d), span = (size_t)d->objects << USLUB_PAGE_SHIFT;
-	uslub_hooks.block_check(p, old, span, "realloc");
-	uslub_hooks.block_resize(p, p, old, span, size, npages << USLUB_PAGE_SHIFT);
+	size_t old = uslub_large_request(d), span = uslub_large_span(d);
+	size_t lead = uslub_large_lead(d);
+	uslub_hooks.block_check(p, old, span, lead, "realloc");
+	uslub_hooks.block_resize(p, p, old, span, size, (npages << USLUB_PAGE_SHIFT) - lead);
 }
 
 /* In place or NULL; the caller moves the block when this fails. */
 void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 {
-	size_t old = d->objects, npages = pages_for(size);
+	size_t old = d->objects, lead = d->flags & PF_GUARD ? 1 : 0;
+	size_t npages = lead + pages_for(size + uslub_block_pad);
 	if (npages == old) {
 		if (unlikely(uslub_block_debug))
 			resize_debug(d, p, size, npages);
-		uslub_large_set_request(d, size);
+		set_request(d, size, lead);
 		return p;
 	}
+	if (lead)
+		return NULL; /* a guarded block moves: its red zones are set up anew */
 	if (npages < old) {
 		if (unlikely(uslub_block_debug))
 			resize_debug(d, p, size, npages);
 		uslub_pages_free_range(d + npages, old - npages);
 		d->objects = (uint16_t)npages;
-		uslub_large_set_request(d, size);
+		set_request(d, size, lead);
 		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
 		return p;
 	}
@@ -165,7 +213,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (unlikely(uslub_block_debug))
 		resize_debug(d, p, size, npages);
 	d->objects = (uint16_t)npages;
-	uslub_large_set_request(d, size);
+	set_request(d, size, lead);
 	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	return p;

@@ -47,18 +47,33 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero);
 /* Free large block p, whose head descriptor is d: classified (api/lookup.c), its start
  * and not freed already. */
 void uslub_large_free(struct page_desc *d, void *p);
+/* A large block the quarantine held (PF_HELD) back to the medium-block cache or the page
+ * allocator, as its free would have sent it. */
+void uslub_large_release(struct page_desc *d);
+/* Red zone before a block laid out for the checkers (PF_GUARD, large.c): its first page. */
+static inline size_t uslub_large_lead(const struct page_desc *d)
+{
+	return (d->flags & PF_GUARD) ? USLUB_PAGE_SIZE : 0;
+}
+/* Where the program's bytes of large block d begin: the pointer malloc returned. */
+static inline void *uslub_large_start(struct page_desc *d)
+{
+	return (char *)page_address(d) + uslub_large_lead(d);
+}
+/* The bytes from that start to the end of the block's pages, and the request among them. */
+static inline size_t uslub_large_span(const struct page_desc *d)
+{
+	return ((size_t)d->objects << USLUB_PAGE_SHIFT) - uslub_large_lead(d);
+}
+size_t uslub_large_request(const struct page_desc *d);
 /* Give a thread's cached large blocks back to the page allocator (exit, malloc_trim). */
 void uslub_large_cache_drain(struct uslub_thread *t);
 size_t uslub_large_usable(struct page_desc *d);
 
 /* ---- the thread's medium-block cache (medium.c) -------------------------------------- */
 
-/* A large block's request is kept as the bytes of the last page it leaves unused, in
- * local_count, which only slabs use otherwise: the descriptor has no other room. */
-static inline size_t uslub_large_request(const struct page_desc *d)
-{
-	return ((size_t)d->objects << USLUB_PAGE_SHIFT) - d->local_count;
-}
+/* The request of an unguarded large block (the medium-block cache's), kept as large.c
+ * keeps it: the bytes its pages hold after it, in local_count. */
 static inline void uslub_large_set_request(struct page_desc *d, size_t size)
 {
 	d->local_count = (uint16_t)(((size_t)d->objects << USLUB_PAGE_SHIFT) - size);
