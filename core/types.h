@@ -253,6 +253,15 @@ struct uslub_cache {
 	char name[24];
 	uint32_t size;
 	uint32_t cls;
+	/* CPU_OFF(cls), and the program's object's place in the engine's (below): the
+	 * object caches' fast paths (api/objcache.c) read both from the program's handle,
+	 * on the line of its cls. */
+	uintptr_t cpu_off;
+	/* An object cache (slab/objcache.c); 0 for the rest. The program's object lies
+	 * `user_off` bytes into the engine's: caches with a constructor or TYPESAFE_BY_RCU
+	 * keep the free pointer and mark in front of it, so freeing never writes into the
+	 * object (the kernel moves the free pointer out of such objects). */
+	uintptr_t user_off;
 	uint32_t order;		    /* preferred (oo) */
 	uint32_t min_order;	    /* fallback (min) */
 	uint32_t objects;	    /* per preferred slab */
@@ -272,11 +281,7 @@ struct uslub_cache {
 	_Atomic uint64_t nr_slabs_by_order[USLUB_MAX_ORDER + 1];
 	_Atomic uint64_t total_objects;
 	uint64_t stat[USLUB_NR_STATS]; /* folded from exited threads, under stat_lock */
-	/* An object cache (slab/objcache.c); zero for a kmalloc cache. The program's object
-	 * lies `user_off` bytes into the engine's: caches with a constructor or
-	 * TYPESAFE_BY_RCU keep the free pointer and mark in front of it, so freeing never
-	 * writes into the object (the kernel moves the free pointer out of such objects). */
-	uint32_t user_off;
+	/* The rest of an object cache's (slab/objcache.c); zero for a kmalloc cache. */
 	uint32_t user_size; /* the size asked for */
 	uint32_t user_align;
 	uint32_t uflags; /* USLUB_CACHE_* (uslub.h) */

@@ -7,6 +7,11 @@
  *   objcache rcu N             N objects of 64 B retired: uslub_free_rcu vs one call_rcu
  *                              (memb flavour) + free per object; ns per object and the
  *                              peak resident memory of each phase (VmHWM reset between)
+ *   objcache count MODE SIZE N the loop of one variant alone, untimed, for callgrind
+ *                              (tools/bench/objcache_ops.sh): MODE malloc (N malloc+free
+ *                              pairs), cache (N uslub_cache_alloc+free pairs), batch (N
+ *                              rounds of 64 mallocs then 64 frees), bulk (N rounds of
+ *                              alloc_bulk/free_bulk of 64)
  * Prints one line per variant: name, ns per operation. */
 #include <pthread.h>
 #include <stdio.h>
@@ -140,8 +145,67 @@ static void rcu(long n)
 	urcu_memb_unregister_thread();
 }
 
+/* The compiler must see each pointer escape, or it may pair and drop malloc/free
+ * (opcount.c). */
+static inline void escape(void *p)
+{
+	__asm__ volatile("" : : "r"(p) : "memory");
+}
+
+static void count_loop(struct uslub_cache *c, char mode, size_t size, long n)
+{
+	void *v[64];
+	for (long i = 0; i < n; i++) {
+		void *p;
+		switch (mode) {
+		case 'm':
+			p = malloc(size);
+			escape(p);
+			free(p);
+			break;
+		case 'c':
+			p = uslub_cache_alloc(c);
+			escape(p);
+			uslub_cache_free(c, p);
+			break;
+		case 'a':
+			for (int k = 0; k < 64; k++) {
+				v[k] = malloc(size);
+				escape(v[k]);
+			}
+			for (int k = 0; k < 64; k++)
+				free(v[k]);
+			break;
+		default:
+			if (uslub_cache_alloc_bulk(c, 64, v) != 64)
+				abort();
+			escape(v[0]);
+			uslub_cache_free_bulk(c, 64, v);
+		}
+	}
+}
+
+/* One warm-up round first, so the first slab is set up in both of the driver's runs
+ * alike (opcount.c). */
+static int count(const char *mode, size_t size, long n)
+{
+	char m = !strcmp(mode, "malloc")  ? 'm'
+		 : !strcmp(mode, "cache") ? 'c'
+		 : !strcmp(mode, "batch") ? 'a'
+		 : !strcmp(mode, "bulk")  ? 'b'
+					  : 0;
+	if (!m)
+		return 2;
+	struct uslub_cache *c = uslub_cache_create("bench", size, 0, USLUB_CACHE_NO_MERGE, NULL);
+	count_loop(c, m, size, 1);
+	count_loop(c, m, size, n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 5 && !strcmp(argv[1], "count"))
+		return count(argv[2], strtoul(argv[3], NULL, 0), atol(argv[4]));
 	if (argc >= 4 && !strcmp(argv[1], "pairs"))
 		pairs(strtoul(argv[2], NULL, 0), atol(argv[3]));
 	else if (argc >= 4 && !strcmp(argv[1], "bulk"))
@@ -149,7 +213,7 @@ int main(int argc, char **argv)
 	else if (argc >= 3 && !strcmp(argv[1], "rcu"))
 		rcu(atol(argv[2]));
 	else {
-		fprintf(stderr, "usage: objcache pairs|bulk SIZE N | rcu N\n");
+		fprintf(stderr, "usage: objcache pairs|bulk SIZE N | rcu N | count MODE SIZE N\n");
 		return 2;
 	}
 	return 0;

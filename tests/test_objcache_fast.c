@@ -1,0 +1,268 @@
+/* test_objcache_fast.c: the object caches' fast paths and bulk calls (issue 27):
+ *   - a warm uslub_cache_alloc/free pair takes the sheaf's fast path both ways (the
+ *     cache's alloc_fastpath and free_fastpath move by the pairs, its slow paths not),
+ *     for a plain cache and for one with a constructor (objects behind a header)
+ *   - the fast free still stops an object of another cache, and a double free, naming
+ *     the program's pointer and the caches, with the sheaf empty or full
+ *   - uslub_cache_alloc_bulk of no more than the sheaf holds is one pass over it (every
+ *     object counted on the fast path); a larger one crosses refills and gives distinct,
+ *     constructed objects; uslub_cache_free_bulk stops at a wrong object in the middle
+ *     (another cache's, a double) as the single free does
+ * Every cache is a debug cache in the sanitizer builds and under USLUB_DEBUG, with no
+ * fast path: there the counting checks are skipped ("debug" argument), the rest run.
+ *
+ * Built linked (-DUSLUB_PREFIXED) and, for the preload suite, against libuslub.so. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "test_util.h"
+
+static bool fast; /* plain caches have their fast paths (no debug build or setting) */
+
+static struct uslub_cache_info info_of(const char *name)
+{
+	struct uslub_cache_info ci;
+	memset(&ci, 0, sizeof(ci));
+	CHECKF(uslub_cache_info(name, &ci) == 0, "no cache %s", name);
+	return ci;
+}
+
+#define TAG 0x6f626a6563746167ULL
+struct obj {
+	uint64_t tag;
+	uint64_t word; /* where the engine's free mark would go without a header */
+	char rest[48];
+};
+static void obj_ctor(void *p)
+{
+	struct obj *o = p;
+	o->tag = TAG;
+	o->word = 0;
+}
+
+static void test_pair_fast(const char *name, void (*ctor)(void *))
+{
+	tu_section("%s: a warm alloc/free pair takes the fast path both ways", name);
+	struct uslub_cache *c =
+	    uslub_cache_create(name, sizeof(struct obj), 0, USLUB_CACHE_NO_MERGE, ctor);
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	/* Warm: the sheaf open and holding an object. */
+	void *w = uslub_cache_alloc(c);
+	uslub_cache_free(c, w);
+	struct uslub_cache_info a = info_of(name);
+	enum { PAIRS = 1000 };
+	bool same = true, kept = true;
+	for (int i = 0; i < PAIRS; i++) {
+		struct obj *o = uslub_cache_alloc(c);
+		same &= o == w; /* the sheaf's top, each time */
+		kept &= !ctor || (o->tag == TAG && o->word == (uint64_t)i);
+		o->word = (uint64_t)i + 1;
+		uslub_cache_free(c, o);
+	}
+	CHECK(same);
+	CHECKF(kept, "a constructed object changed between free and alloc");
+	struct uslub_cache_info b = info_of(name);
+	if (fast) {
+		CHECK_EQ(b.alloc_fastpath - a.alloc_fastpath, PAIRS);
+		CHECK_EQ(b.free_fastpath - a.free_fastpath, PAIRS);
+		CHECK_EQ(b.alloc_slowpath - a.alloc_slowpath, 0);
+		CHECK_EQ(b.free_slowpath - a.free_slowpath, 0);
+	}
+	CHECK_EQ(b.active_objects, 0);
+	CHECK_EQ(uslub_cache_destroy(c), 0);
+}
+
+/* ---- bulk ------------------------------------------------------------------------- */
+
+static void test_bulk(void)
+{
+	tu_section("bulk: one pass over the sheaf; across refills distinct constructed objects");
+	struct uslub_cache *c =
+	    uslub_cache_create("of-bulk", sizeof(struct obj), 0, USLUB_CACHE_NO_MERGE, obj_ctor);
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	enum { N = 2000 };
+	static void *v[N];
+	/* Fill the sheaf: N out and back leaves it full (the rest in the slabs). */
+	CHECK_EQ(uslub_cache_alloc_bulk(c, N, v), N);
+	bool ok = true;
+	for (int i = 0; i < N; i++) {
+		struct obj *o = v[i];
+		ok &= o != NULL && o->tag == TAG && ((uintptr_t)o & 15) == 0;
+		o->word = 0x1234;
+	}
+	CHECKF(ok, "an object without its constructed tag or alignment");
+	uintptr_t *sorted = malloc(N * sizeof(*sorted));
+	for (int i = 0; i < N; i++)
+		sorted[i] = (uintptr_t)v[i];
+	int dup = 0;
+	for (int i = 1; i < N; i++) /* insertion sort: N is small */
+		for (int k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
+			uintptr_t t = sorted[k];
+			sorted[k] = sorted[k - 1];
+			sorted[k - 1] = t;
+		}
+	for (int i = 1; i < N; i++)
+		dup += sorted[i] == sorted[i - 1] || sorted[i] - sorted[i - 1] < sizeof(struct obj);
+	free(sorted);
+	CHECK_EQ(dup, 0);
+	CHECK_EQ(info_of("of-bulk").active_objects, N);
+	uslub_cache_free_bulk(c, N, v);
+	CHECK_EQ(info_of("of-bulk").active_objects, 0);
+	/* A small request now comes off the full sheaf, all on the fast path, and the
+	 * objects keep the state the program left. */
+	struct uslub_cache_info a = info_of("of-bulk");
+	CHECK_EQ(uslub_cache_alloc_bulk(c, 8, v), 8);
+	struct uslub_cache_info b = info_of("of-bulk");
+	if (fast) {
+		CHECK_EQ(b.alloc_fastpath - a.alloc_fastpath, 8);
+		CHECK_EQ(b.alloc_slowpath - a.alloc_slowpath, 0);
+	}
+	for (int i = 0; i < 8; i++)
+		CHECK(((struct obj *)v[i])->word == 0x1234);
+	uslub_cache_free_bulk(c, 8, v);
+	CHECK_EQ(uslub_cache_alloc_bulk(c, 0, v), 0);
+	CHECK_EQ(uslub_cache_destroy(c), 0);
+}
+
+/* ---- bad frees through the fast paths ----------------------------------------------- */
+
+static struct uslub_cache *ca, *cb;
+static char *expect_ptr; /* the program's pointer the report must name */
+
+static void case_wrong_warm(void)
+{
+	void *w = uslub_cache_alloc(cb);
+	uslub_cache_free(cb, w); /* cb's sheaf open */
+	void *p = uslub_cache_alloc(ca);
+	uslub_cache_free(cb, p);
+}
+
+static void case_wrong_full(void)
+{
+	static void *v[200];
+	/* Both sheaves full: the test of the page, not the sheaf's room, stops it. */
+	uslub_cache_alloc_bulk(cb, 200, v);
+	uslub_cache_free_bulk(cb, 200, v);
+	uslub_cache_alloc_bulk(ca, 200, v);
+	void *p = v[199];
+	uslub_cache_free_bulk(ca, 199, v);
+	uslub_cache_free(cb, p);
+}
+
+static void case_double_ctor(void)
+{
+	void *p = uslub_cache_alloc(ca);
+	uslub_cache_free(ca, p);
+	fprintf(stderr, "object %p\n", p);
+	uslub_cache_free(ca, p);
+}
+
+static void case_bulk_wrong(void)
+{
+	void *v[10];
+	uslub_cache_alloc_bulk(ca, 10, v);
+	v[5] = uslub_cache_alloc(cb);
+	uslub_cache_free_bulk(ca, 10, v);
+}
+
+static void case_bulk_double(void)
+{
+	void *v[10];
+	uslub_cache_alloc_bulk(ca, 10, v);
+	v[7] = v[2];
+	uslub_cache_free_bulk(ca, 10, v);
+}
+
+static int run_child(void (*fn)(void), char *out, size_t cap)
+{
+	int fds[2];
+	if (pipe(fds) != 0)
+		return -1;
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		close(fds[0]);
+		dup2(fds[1], 2);
+		alarm(20);
+		fn();
+		_exit(0);
+	}
+	close(fds[1]);
+	size_t len = 0;
+	ssize_t n;
+	while (len < cap - 1 && (n = read(fds[0], out + len, cap - 1 - len)) > 0)
+		len += (size_t)n;
+	out[len] = '\0';
+	close(fds[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return status;
+}
+
+static void test_bad_frees(void)
+{
+	tu_section("bad frees through the fast paths stop the program, both caches named");
+	ca = uslub_cache_create("of-apple", sizeof(struct obj), 0, 0, obj_ctor);
+	cb = uslub_cache_create("of-pear", sizeof(struct obj), 0, 0, obj_ctor);
+	CHECK(ca && cb);
+	if (!ca || !cb)
+		return;
+	struct {
+		void (*fn)(void);
+		const char *text[3];
+	} cases[] = {
+	    {case_wrong_warm, {"freed to cache of-pear", "of-apple", NULL}},
+	    {case_wrong_full, {"freed to cache of-pear", "of-apple", NULL}},
+	    {case_double_ctor, {"double free", "of-apple", NULL}},
+	    {case_bulk_wrong, {"of-pear freed to cache of-apple", NULL, NULL}},
+	    {case_bulk_double, {"double free", "of-apple", NULL}},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char out[4096];
+		int st = run_child(cases[i].fn, out, sizeof(out));
+		CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "case %zu: status %#x: %s", i,
+		       st, out);
+		for (int k = 0; k < 3; k++)
+			if (cases[i].text[k])
+				CHECKF(strstr(out, cases[i].text[k]) != NULL,
+				       "case %zu: no '%s' in: %s", i, cases[i].text[k], out);
+	}
+	/* The double free names the program's pointer, not the slot's in front of it. */
+	char out[4096];
+	run_child(case_double_ctor, out, sizeof(out));
+	char *at = strstr(out, "object 0x");
+	CHECK(at != NULL);
+	if (at) {
+		char ptr[32];
+		sscanf(at + 7, "%31s", ptr);
+		expect_ptr = ptr;
+		const char *report = strstr(at + 1, "double free");
+		CHECKF(report && strstr(report, expect_ptr), "%s not in: %s", ptr, out);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	tu_clean_env(argv);
+	fast = !(argc > 1 && strcmp(argv[1], "debug") == 0);
+	printf("test_objcache_fast (%s): object caches' fast paths and bulk, issue 27\n", VARIANT);
+	test_pair_fast("of-plain", NULL);
+	test_pair_fast("of-ctor", obj_ctor);
+	test_bulk();
+	test_bad_frees();
+	return tu_summary("test_objcache_fast");
+}
