@@ -8,6 +8,8 @@
  *     object counted on the fast path); a larger one crosses refills and gives distinct,
  *     constructed objects; uslub_cache_free_bulk stops at a wrong object in the middle
  *     (another cache's, a double) as the single free does
+ *   - full sheaves of an object cache go to its barn and come back from it (the dump's
+ *     barn_put, barn_get), and uslub_cache_shrink empties the barns (no slab left)
  * Every cache is a debug cache in the sanitizer builds and under USLUB_DEBUG, with no
  * fast path: there the counting checks are skipped ("debug" argument), the rest run.
  *
@@ -131,6 +133,58 @@ static void test_bulk(void)
 		CHECK(((struct obj *)v[i])->word == 0x1234);
 	uslub_cache_free_bulk(c, 8, v);
 	CHECK_EQ(uslub_cache_alloc_bulk(c, 0, v), 0);
+	CHECK_EQ(uslub_cache_destroy(c), 0);
+}
+
+/* The counter `key` of cache `name` in the JSON dump, or -1. */
+static long long json_counter(const char *name, const char *key)
+{
+	char path[] = "/tmp/test_objcache_fast.XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	uslub_stats_print(fd, 1);
+	lseek(fd, 0, SEEK_SET);
+	static char text[1 << 20];
+	ssize_t len = read(fd, text, sizeof(text) - 1);
+	text[len > 0 ? len : 0] = '\0';
+	close(fd);
+	unlink(path);
+	char want[64];
+	snprintf(want, sizeof(want), "\"name\": \"%s\"", name);
+	const char *at = strstr(text, want);
+	snprintf(want, sizeof(want), "\"%s\": ", key);
+	const char *next = at ? strstr(at + 1, "\"name\": ") : NULL;
+	const char *k = at ? strstr(at, want) : NULL;
+	if (!k || (next && k > next))
+		return -1;
+	return strtoll(k + strlen(want), NULL, 10);
+}
+
+static void test_barn(void)
+{
+	tu_section(
+	    "an object cache's full sheaves go to its barn and come back; shrink empties it");
+	struct uslub_cache *c = uslub_cache_create("of-barn", 96, 0, USLUB_CACHE_NO_MERGE, NULL);
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	enum { N = 600 };
+	static void *v[N];
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++)
+			CHECK((v[i] = uslub_cache_alloc(c)) != NULL);
+		for (int i = 0; i < N; i++)
+			uslub_cache_free(c, v[i]);
+	}
+	if (fast) {
+		CHECK(json_counter("of-barn", "barn_put") > 0);
+		CHECK(json_counter("of-barn", "barn_get") > 0);
+	}
+	CHECK_EQ(info_of("of-barn").active_objects, 0);
+	uslub_cache_shrink(c);
+	/* Nothing left in a sheaf or barn to hold a slab. */
+	CHECK_EQ(info_of("of-barn").slabs, 0);
 	CHECK_EQ(uslub_cache_destroy(c), 0);
 }
 
@@ -263,6 +317,7 @@ int main(int argc, char **argv)
 	test_pair_fast("of-plain", NULL);
 	test_pair_fast("of-ctor", obj_ctor);
 	test_bulk();
+	test_barn();
 	test_bad_frees();
 	return tu_summary("test_objcache_fast");
 }

@@ -276,6 +276,7 @@ int uslub_cache_shrink(struct uslub_cache *h)
 {
 	struct uslub_cache *c = &uslub_caches[h->cls];
 	flush_own(c);
+	uslub_barns_flush_cache(c);
 	shrink_nodes(c);
 	uslub_safe_point();
 	return 0;

@@ -142,6 +142,11 @@ void uslub_barns_unlock_all(void);
 
 /* Node's barns, made at its first barn_put (sheaf.c); NULL when no memory is left. */
 struct barn *uslub_barns_make(unsigned node);
+/* Cache c's barn b of node `node` (an object cache's) given its slots, at its first
+ * barn_put; false when no memory is left. */
+bool uslub_barn_grow(struct uslub_cache *c, unsigned node, struct barn *b);
+/* Cache c's barns emptied into its slabs (an object cache's shrink). */
+void uslub_barns_flush_cache(struct uslub_cache *c);
 /* A waiter spins while the holder copies; past a few dozen tries the holder was likely
  * preempted (more threads than cores), and the waiter gives up its time slice. */
 static inline void uslub_barn_lock(struct barn *b)

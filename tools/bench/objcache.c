@@ -10,7 +10,8 @@
  *   objcache count MODE SIZE N the loop of one variant alone, untimed, for callgrind
  *                              (tools/bench/objcache_ops.sh): MODE malloc (N malloc+free
  *                              pairs), cache (N uslub_cache_alloc+free pairs), batch (N
- *                              rounds of 64 mallocs then 64 frees), bulk (N rounds of
+ *                              rounds of 64 mallocs then 64 frees), cbatch (the same
+ *                              with uslub_cache_alloc/free), bulk (N rounds of
  *                              alloc_bulk/free_bulk of 64)
  * Prints one line per variant: name, ns per operation. */
 #include <pthread.h>
@@ -176,6 +177,14 @@ static void count_loop(struct uslub_cache *c, char mode, size_t size, long n)
 			for (int k = 0; k < 64; k++)
 				free(v[k]);
 			break;
+		case 'k':
+			for (int k = 0; k < 64; k++) {
+				v[k] = uslub_cache_alloc(c);
+				escape(v[k]);
+			}
+			for (int k = 0; k < 64; k++)
+				uslub_cache_free(c, v[k]);
+			break;
 		default:
 			if (uslub_cache_alloc_bulk(c, 64, v) != 64)
 				abort();
@@ -189,11 +198,12 @@ static void count_loop(struct uslub_cache *c, char mode, size_t size, long n)
  * alike (opcount.c). */
 static int count(const char *mode, size_t size, long n)
 {
-	char m = !strcmp(mode, "malloc")  ? 'm'
-		 : !strcmp(mode, "cache") ? 'c'
-		 : !strcmp(mode, "batch") ? 'a'
-		 : !strcmp(mode, "bulk")  ? 'b'
-					  : 0;
+	char m = !strcmp(mode, "malloc")   ? 'm'
+		 : !strcmp(mode, "cache")  ? 'c'
+		 : !strcmp(mode, "batch")  ? 'a'
+		 : !strcmp(mode, "cbatch") ? 'k'
+		 : !strcmp(mode, "bulk")   ? 'b'
+					   : 0;
 	if (!m)
 		return 2;
 	struct uslub_cache *c = uslub_cache_create("bench", size, 0, USLUB_CACHE_NO_MERGE, NULL);

@@ -18,9 +18,9 @@ ir() {
 		>/dev/null 2>&1
 	awk '/^(summary|totals):/ { print $2; exit }' "$out/cg"
 }
-for mode in malloc cache batch bulk; do
+for mode in malloc cache batch cbatch bulk; do
 	objects=1
-	case $mode in batch | bulk) objects=64 ;; esac
+	case $mode in batch | cbatch | bulk) objects=64 ;; esac
 	one=$(ir $mode "$n")
 	two=$(ir $mode $((2 * n)))
 	awk -v m=$mode -v a="$one" -v b="$two" -v n="$n" -v k=$objects -v s="$size" \
