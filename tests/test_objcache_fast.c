@@ -10,6 +10,9 @@
  *     (another cache's, a double) as the single free does
  *   - full sheaves of an object cache go to its barn and come back from it (the dump's
  *     barn_put, barn_get), and uslub_cache_shrink empties the barns (no slab left)
+ *   - uslub_cache_destroy of a cache with live objects, under U (STORE_USER): the count,
+ *     and the objects counted by allocation site, each site an address in the function
+ *     that called uslub_cache_alloc
  * Every cache is a debug cache in the sanitizer builds and under USLUB_DEBUG, with no
  * fast path: there the counting checks are skipped ("debug" argument), the rest run.
  *
@@ -309,6 +312,78 @@ static void test_bad_frees(void)
 	}
 }
 
+/* ---- destroy with live objects: their allocation sites under U ------------------------ */
+
+static struct uslub_cache *leaky;
+static void *kept[5];
+
+/* Two call sites: the call is not the last thing each does, so it is no tail call and its
+ * return address lies in the function. */
+static __attribute__((noinline)) void *alloc_a(void)
+{
+	void *p = uslub_cache_alloc(leaky);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+static __attribute__((noinline)) void *alloc_b(void)
+{
+	void *p = uslub_cache_alloc(leaky);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+static void case_destroy_leaky(void)
+{
+	fprintf(stderr, "destroy returned %zu\n", uslub_cache_destroy(leaky));
+}
+
+/* The count printed before " x 0x" for the site nearest after fn (within 256 bytes). */
+static unsigned long site_count(const char *out, void *fn)
+{
+	unsigned long count = 0;
+	uintptr_t best = 256;
+	for (const char *at = strstr(out, " x 0x"); at; at = strstr(at + 1, " x 0x")) {
+		uintptr_t dist = strtoull(at + 3, NULL, 16) - (uintptr_t)fn;
+		const char *line = at;
+		while (line > out && line[-1] != '\n')
+			line--;
+		if (dist < best) {
+			best = dist;
+			count = strtoul(line, NULL, 10);
+		}
+	}
+	return count;
+}
+
+static void test_destroy_sites(void)
+{
+	tu_section("destroy with live objects under U: the count and the allocation sites");
+	leaky = uslub_cache_create("of-leak", 72, 0, USLUB_CACHE_STORE_USER, NULL);
+	CHECK(leaky != NULL);
+	if (!leaky)
+		return;
+	for (int i = 0; i < 3; i++)
+		kept[i] = alloc_a();
+	for (int i = 3; i < 5; i++)
+		kept[i] = alloc_b();
+	void *gone = alloc_b();
+	uslub_cache_free(leaky, gone);
+	char out[4096];
+	int st = run_child(case_destroy_leaky, out, sizeof(out));
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x: %s", st, out);
+	CHECKF(strstr(out, "uslub_cache_destroy(of-leak): 5 objects still allocated") != NULL, "%s",
+	       out);
+	CHECKF(strstr(out, "objects remaining in of-leak") != NULL, "%s", out);
+	CHECKF(strstr(out, "destroy returned 5") != NULL, "%s", out);
+	CHECKF(site_count(out, (void *)alloc_a) == 3, "no '3 x' at alloc_a %p in: %s",
+	       (void *)alloc_a, out);
+	CHECKF(site_count(out, (void *)alloc_b) == 2, "no '2 x' at alloc_b %p in: %s",
+	       (void *)alloc_b, out);
+	/* Left alone: still the program's. */
+	memset(kept[4], 0x11, 72);
+	CHECK(((unsigned char *)kept[4])[71] == 0x11);
+}
+
 int main(int argc, char **argv)
 {
 	tu_clean_env(argv);
@@ -319,5 +394,6 @@ int main(int argc, char **argv)
 	test_bulk();
 	test_barn();
 	test_bad_frees();
+	test_destroy_sites();
 	return tu_summary("test_objcache_fast");
 }

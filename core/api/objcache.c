@@ -46,11 +46,19 @@ struct uslub_cache *uslub_cache_create(const char *name, size_t size, size_t ali
 
 /* The slow paths of the pair, out of line so the fast paths below stay a few
  * instructions: an empty sheaf, a debug cache, or a thread without state. */
-static noinline void *cache_alloc_slow(struct uslub_cache *h)
+static noinline void *cache_alloc_slow_at(struct uslub_cache *h, void *caller)
 {
 	struct uslub_cache *c = &uslub_caches[h->cls];
-	char *object = uslub_slab_alloc_class(c->cls, c->user_off + h->user_size);
+	char *object = uslub_slab_alloc_class_at(c->cls, c->user_off + h->user_size, caller);
 	return object ? object + c->user_off : NULL;
+}
+
+/* The fast paths below reach the slow ones by tail calls (as malloc's reach
+ * uslub_slab_alloc_class), so the return address is the program's call site, what
+ * USLUB_DEBUG=U records, read only here, off the fast path. */
+static noinline void *cache_alloc_slow(struct uslub_cache *h)
+{
+	return cache_alloc_slow_at(h, __builtin_return_address(0));
 }
 
 /* The allocation: the top of the thread's sheaf of the cache, as malloc's fast path pops
@@ -91,7 +99,7 @@ __attribute__((noreturn)) static void wrong_cache(const struct uslub_cache *h, c
 /* Every free the fast path leaves, p being the engine's object (obj - user_off): NULL,
  * an object of another cache or of none, a double free (reported with the program's
  * pointer), a debug cache, a closed sheaf. */
-static noinline void cache_free_slow(struct uslub_cache *h, char *p)
+static noinline void cache_free_slow_at(struct uslub_cache *h, char *p, void *caller)
 {
 	void *obj = p + h->user_off;
 	if (!obj)
@@ -107,7 +115,12 @@ static noinline void cache_free_slow(struct uslub_cache *h, char *p)
 		uslub_report_bad_free("double free", "uslub_cache_free", obj, c, d);
 	struct uslub_ptr ptr;
 	uslub_classify(p, d, "uslub_cache_free", 0, &ptr);
-	uslub_free_ptr(p, &ptr, "uslub_cache_free", __builtin_return_address(0));
+	uslub_free_ptr(p, &ptr, "uslub_cache_free", caller);
+}
+
+static noinline void cache_free_slow(struct uslub_cache *h, char *p)
+{
+	cache_free_slow_at(h, p, __builtin_return_address(0));
 }
 
 /* The free: free's fast path (api.h) with the cache known. The test of obj's page says
@@ -180,7 +193,7 @@ size_t uslub_cache_alloc_bulk(struct uslub_cache *h, size_t n, void **objs)
 		got += take;
 		if (got == n)
 			break;
-		objs[got] = cache_alloc_slow(h);
+		objs[got] = cache_alloc_slow_at(h, __builtin_return_address(0));
 		if (unlikely(!objs[got])) {
 			uslub_cache_free_bulk(h, got, objs);
 			errno = ENOMEM;
@@ -193,8 +206,9 @@ size_t uslub_cache_alloc_bulk(struct uslub_cache *h, size_t n, void **objs)
 
 /* kmem_cache_free_bulk: each object tested as the fast free tests it (the cache's slab,
  * an object's start, not free), pushed onto the sheaf with the thread's cache_cpu, its
- * magic and the mark's key read once; an object that fails a test, or a full sheaf,
- * takes the single free's way, and the pass goes on. */
+ * magic and the mark's key read once. A full sheaf spills as the single free's does; an
+ * object that fails a test takes the single free's slow path (a report, a debug cache's
+ * free, a sheaf to open), and the pass goes on. */
 void uslub_cache_free_bulk(struct uslub_cache *h, size_t n, void **objs)
 {
 	uintptr_t cpu_off = h->cpu_off, user_off = h->user_off;
@@ -204,25 +218,35 @@ void uslub_cache_free_bulk(struct uslub_cache *h, size_t n, void **objs)
 		uint64_t magic = cc->magic;
 		uintptr_t key = uslub_keys.mark;
 		size_t count = cc->sheaf_count, cap = cc->sheaf_cap;
+		bool failed = false;
 		for (; k < n && count < cap; k++) {
-			void *obj = objs[k];
-			char *p = (char *)obj - user_off;
-			uintptr_t i = (uintptr_t)obj >> REGION_SHIFT;
-			if (unlikely(i >= REGION_SLOTS))
+			char *p = (char *)objs[k] - user_off;
+			uintptr_t i = (uintptr_t)objs[k] >> REGION_SHIFT;
+			if (unlikely(i >= REGION_SLOTS)) {
+				failed = true;
 				break;
-			const struct page_test *e = page_test_in_table(i, obj);
+			}
+			const struct page_test *e = page_test_in_table(i, objs[k]);
 			uint32_t off = (uint32_t)(uintptr_t)p - e->start;
 			unsigned __int128 m = (unsigned __int128)off * magic;
 			if (unlikely(e->cpu_off != cpu_off) || unlikely((uint64_t)m >= magic) ||
 			    unlikely((uint16_t)(m >> 64) >= objects_of(e)) ||
-			    unlikely(((uintptr_t *)p)[1] == (key ^ (uintptr_t)p)))
+			    unlikely(((uintptr_t *)p)[1] == (key ^ (uintptr_t)p))) {
+				failed = true;
 				break;
+			}
 			((uintptr_t *)p)[1] = key ^ (uintptr_t)p;
 			cc->sheaf[count++] = p;
 		}
 		cc->sheaf_count = (uint16_t)count;
-		if (k < n)
-			cache_free(h, objs[k++]);
+		if (k == n)
+			break;
+		if (failed || !cap)
+			cache_free_slow_at(h, (char *)objs[k] - user_off,
+					   __builtin_return_address(0));
+		else
+			uslub_sheaf_overflow((char *)objs[k] - user_off, cc);
+		k++;
 	}
 }
 
@@ -300,6 +324,7 @@ size_t uslub_cache_destroy(struct uslub_cache *h)
 		uslub_message("uslub: uslub_cache_destroy(%s): %lu objects still allocated, left "
 			      "alone\n",
 			      c->name, (unsigned long)live);
+		uslub_debug_report_leaks(c);
 	}
 	uslub_objcache_release(h);
 	if (c->uflags & USLUB_CACHE_TYPESAFE_BY_RCU)

@@ -335,7 +335,8 @@ static void check_poison(struct uslub_cache *c, struct page_desc *s, void *objec
  * closing of them. */
 static void check_allocated(struct uslub_cache *c, struct page_desc *s)
 {
-	if (!(c->debug & DBG_REDZONE) || (c->debug & (DBG_VALGRIND | DBG_ASAN)) ||
+	/* By build and run, not by flags: a typed cache's metadata is closed too (mem_close). */
+	if (!(c->debug & DBG_REDZONE) || USLUB_ASAN || uslub_memcheck ||
 	    __atomic_load_n(&s->owner, __ATOMIC_RELAXED) != uslub_tls_thread)
 		return;
 	char *first = (char *)page_address(s) + c->offset;

@@ -208,6 +208,9 @@ void uslub_debug_block_free(void *p, size_t size, size_t span);
 void uslub_debug_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size,
 			      size_t span);
 
+/* Under U, the allocation sites of cache c's objects still allocated, counted by site, on
+ * stderr (uslub_cache_destroy of a cache with live objects; leaks.c). */
+void uslub_debug_report_leaks(const struct uslub_cache *c);
 /* Writes "ADDR (module+0xOFF)" for a code address, reading /proc/self/maps without
  * allocating, so `addr2line -e module 0xOFF` names the line. For reports and tests. */
 struct uslub_out;

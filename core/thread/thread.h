@@ -26,6 +26,8 @@ void uslub_slab_object_free(struct uslub_cache *c, struct page_desc *s, void *p,
 			    struct uslub_thread *t);
 /* An object of class cls for a request of `size` bytes (what debug caches keep). */
 void *uslub_slab_alloc_class(unsigned cls, size_t size);
+/* ... with the program's call site given (the object caches' entry points). */
+void *uslub_slab_alloc_class_at(unsigned cls, size_t size, void *caller);
 /* A thread's exit: its sheaves (closed), slabs and page cache back. */
 void uslub_thread_flush(struct uslub_thread *t);
 /* The same without the sheaves (an idle thread's, thread.c). */
