@@ -79,10 +79,11 @@ unsigned uslub_debug_cache_flags(const char *name, unsigned letters, bool typed)
 	if (flags && (!list || names_cache(list, name)))
 		f |= flags;
 	/* An object that keeps its state while free (a constructor's, or one RCU readers
-	 * may still read) is neither poisoned nor hidden from the program when freed: the
-	 * kernel drops poisoning for such caches, and KASAN does not flag reads of them. */
+	 * may still read) is neither poisoned nor hidden from ASan when freed: the kernel
+	 * drops poisoning for such caches, and KASAN does not flag reads of them. memcheck
+	 * still sees its blocks (debug.h, dbg_vg_alloc). */
 	if (typed)
-		f &= ~(unsigned)(DBG_POISON | DBG_QUARANTINE | DBG_ASAN | DBG_VALGRIND);
+		f &= ~(unsigned)(DBG_POISON | DBG_QUARANTINE | DBG_ASAN);
 	return f;
 }
 
@@ -506,7 +507,7 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 	if (c->debug & DBG_TRACE)
 		trace(c, s, "alloc", object, caller);
 	asan_unpoison(object, size);
-	vg_malloclike(object, size, DBG_RZ);
+	dbg_vg_alloc(c, object, size);
 }
 
 bool uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
@@ -515,7 +516,7 @@ bool uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 	uslub_debug_caller = caller;
 	/* memcheck first: a free of what it does not know as a block (a double free) is
 	 * reported with both stacks, before our own report stops the program. */
-	vg_freelike(object, DBG_RZ);
+	dbg_vg_free(c, object);
 	if (c->debug & DBG_CHECK)
 		check_slab(c, s, object);
 	struct dbg_meta *m = dbg_meta_of(c, object);
@@ -559,7 +560,7 @@ bool uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 		mem_open(object, c->size);
 		fill_poison(c, object);
 	}
-	mem_close(object, c->size);
+	dbg_close_freed(c, object);
 	seq_end(c, object);
 	return (c->debug & DBG_QUARANTINE) && uslub_quarantine_put(c, s, object);
 }
