@@ -299,14 +299,7 @@ struct uslub_cache {
  * plain one, the same instruction on x86: GCC allocates registers worse around an
  * atomic or volatile load in free's fast path (3 instructions a free), and
  * a stale value is still above every object handed out. */
-#if defined(__SANITIZE_THREAD__)
-#define USLUB_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define USLUB_TSAN 1
-#endif
-#endif
-#ifdef USLUB_TSAN
+#ifdef USLUB_TSAN /* stat_items.h */
 #define objects_of(d) __atomic_load_n(&(d)->objects, __ATOMIC_RELAXED)
 #else
 #define objects_of(d) ((d)->objects)
@@ -373,7 +366,7 @@ static inline uint64_t uslub_cc_stat(const struct cache_cpu *cc, unsigned k)
 static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 {
 	uslub_stat_add(cc, FREE_FASTPATH, (uint64_t)cc->sheaf_count - n);
-	cc->sheaf_count = (uint16_t)n;
+	uslub_own_store(cc->sheaf_count, (uint16_t)n);
 }
 
 /* The thread's medium-block cache (slab/medium.c): freed large blocks of up to

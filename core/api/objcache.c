@@ -75,7 +75,7 @@ static inline __attribute__((always_inline)) void *cache_alloc(struct uslub_cach
 	if (likely(!__builtin_sub_overflow((size_t)cc->sheaf_count, 1, &n))) {
 		KEEP_IN("c", n);
 		char *object = cc->sheaf[n];
-		cc->sheaf_count = (uint16_t)n;
+		uslub_own_store(cc->sheaf_count, (uint16_t)n);
 		mark_allocated(object);
 		uslub_stat(cc, ALLOC_FASTPATH);
 		return object + h->user_off;
@@ -154,7 +154,7 @@ static inline __attribute__((always_inline)) void cache_free(struct uslub_cache 
 						cc->sheaf[n] = p;
 						/* As in free's fast path (api.h). */
 						__asm__("" : "+r"(n));
-						cc->sheaf_count = (uint16_t)(n + 1);
+						uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
 						return;
 					}
 					uslub_sheaf_overflow(p, cc);
@@ -188,7 +188,7 @@ size_t uslub_cache_alloc_bulk(struct uslub_cache *h, size_t n, void **objs)
 			mark_allocated(object);
 			objs[got + k] = object + user_off;
 		}
-		cc->sheaf_count = (uint16_t)(have - take);
+		uslub_own_store(cc->sheaf_count, (uint16_t)(have - take));
 		uslub_stat_add(cc, ALLOC_FASTPATH, take);
 		got += take;
 		if (got == n)
@@ -238,7 +238,7 @@ void uslub_cache_free_bulk(struct uslub_cache *h, size_t n, void **objs)
 			((uintptr_t *)p)[1] = key ^ (uintptr_t)p;
 			cc->sheaf[count++] = p;
 		}
-		cc->sheaf_count = (uint16_t)count;
+		uslub_own_store(cc->sheaf_count, (uint16_t)count);
 		if (k == n)
 			break;
 		if (failed || !cap)

@@ -401,7 +401,7 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 		 * (types.h, uslub_cc_stat). */
 		mark_free(p);
 		cc->sheaf[n] = p;
-		cc->sheaf_count = (uint16_t)(n + 1);
+		uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
 		return;
 	}
 	/* The older objects go; the newer stay for the next allocations. */
