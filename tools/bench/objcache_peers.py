@@ -2,13 +2,15 @@
 """Object caches against malloc/free under uslub and the four peers (issue 27), timed.
 
   tools/bench/objcache_peers.py BUILD [--size 64] [--n 5000000] [--runs 5] [--rcu 1000000]
+                                [--also NAME=LIBUSLUB.so]
 
 BUILD is a release build (meson setup BUILD --buildtype=release). Each run, in an order
 rotated run by run: BUILD/tools/bench/objcache (linked with uslub: its caches and its
 malloc) `pairs` and `bulk`, then BUILD/tools/bench/objcache_peer (the malloc sides alone)
 under LD_PRELOAD of each allocator (none for glibc), then, with --rcu, `objcache rcu`.
 Prints a Markdown table of min / median / max ns per object (the objects of a round of 64
-counted one by one). Results: tools/bench/results/objcache.md.
+counted one by one). --also runs the linked program again with another build of
+libuslub.so preloaded (a base to compare with). Results: tools/bench/results/objcache.md.
 """
 import argparse
 import os
@@ -42,11 +44,14 @@ def main():
     ap.add_argument("--n", type=int, default=5000000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--rcu", type=int, default=0)
+    ap.add_argument("--also", action="append", default=[])
     args = ap.parse_args()
     bench = os.path.join(args.build, "tools", "bench")
     linked, peer = os.path.join(bench, "objcache"), os.path.join(bench, "objcache_peer")
     uslub_lib = os.path.join(args.build, "libuslub.so")
     variants = [("uslub caches", linked, None)]
+    also = [a.split("=", 1) for a in args.also]
+    variants += [("uslub caches (%s)" % name, linked, lib) for name, lib in also]
     for name, lib, _ in PEERS:
         variants.append((name, peer, uslub_lib if name == "uslub" else lib))
     samples = {}
@@ -74,7 +79,12 @@ def main():
         cell("uslub caches", "cache_bulk_x64")))
     print("| uslub `malloc`/`free` (linked) | %s | %s | - |" % (
         cell("uslub caches", "malloc_free"), cell("uslub caches", "malloc_free_x64")))
-    for name, _, _ in variants[1:]:
+    for name, _ in also:
+        v = "uslub caches (%s)" % name
+        print("| %s `uslub_cache_alloc`/`_free` | %s | %s | %s |" % (
+            name, cell(v, "cache_alloc_free"), cell(v, "cache_alloc_free_x64"),
+            cell(v, "cache_bulk_x64")))
+    for name, _, _ in variants[1 + len(also):]:
         print("| %s `malloc`/`free` (%s) | %s | %s | - |" % (
             name, "LD_PRELOAD" if name != "glibc" else "none preloaded",
             cell(name, "malloc_free"), cell(name, "malloc_free_x64")))
