@@ -206,9 +206,9 @@ size_t uslub_cache_alloc_bulk(struct uslub_cache *h, size_t n, void **objs)
 
 /* kmem_cache_free_bulk: each object tested as the fast free tests it (the cache's slab,
  * an object's start, not free), pushed onto the sheaf with the thread's cache_cpu, its
- * magic and the mark's key read once. A full sheaf spills as the single free's does; an
- * object that fails a test takes the single free's slow path (a report, a debug cache's
- * free, a sheaf to open), and the pass goes on. */
+ * magic and the mark's key read once. At a full sheaf the next object takes the single
+ * free (its checks, then the spill); an object that fails a test takes the single free's
+ * slow path (a report, a debug cache's free, a sheaf to open), and the pass goes on. */
 void uslub_cache_free_bulk(struct uslub_cache *h, size_t n, void **objs)
 {
 	uintptr_t cpu_off = h->cpu_off, user_off = h->user_off;
@@ -244,8 +244,8 @@ void uslub_cache_free_bulk(struct uslub_cache *h, size_t n, void **objs)
 		if (failed || !cap)
 			cache_free_slow_at(h, (char *)objs[k] - user_off,
 					   __builtin_return_address(0));
-		else
-			uslub_sheaf_overflow((char *)objs[k] - user_off, cc);
+		else /* the sheaf is full: the single free checks the object, then spills */
+			cache_free(h, objs[k]);
 		k++;
 	}
 }
