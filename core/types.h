@@ -258,6 +258,15 @@ struct uslub_cache {
 	char name[24];
 	uint32_t size;
 	uint32_t cls;
+	/* CPU_OFF(cls), and the program's object's place in the engine's (below): the
+	 * object caches' fast paths (api/objcache.c) read both from the program's handle,
+	 * on the line of its cls. */
+	uintptr_t cpu_off;
+	/* An object cache (slab/objcache.c); 0 for the rest. The program's object lies
+	 * `user_off` bytes into the engine's: caches with a constructor or TYPESAFE_BY_RCU
+	 * keep the free pointer and mark in front of it, so freeing never writes into the
+	 * object (the kernel moves the free pointer out of such objects). */
+	uintptr_t user_off;
 	uint32_t order;		    /* preferred (oo) */
 	uint32_t min_order;	    /* fallback (min) */
 	uint32_t objects;	    /* per preferred slab */
@@ -277,11 +286,7 @@ struct uslub_cache {
 	_Atomic uint64_t nr_slabs_by_order[USLUB_MAX_ORDER + 1];
 	_Atomic uint64_t total_objects;
 	uint64_t stat[USLUB_NR_STATS]; /* folded from exited threads, under stat_lock */
-	/* An object cache (slab/objcache.c); zero for a kmalloc cache. The program's object
-	 * lies `user_off` bytes into the engine's: caches with a constructor or
-	 * TYPESAFE_BY_RCU keep the free pointer and mark in front of it, so freeing never
-	 * writes into the object (the kernel moves the free pointer out of such objects). */
-	uint32_t user_off;
+	/* The rest of an object cache's (slab/objcache.c); zero for a kmalloc cache. */
 	uint32_t user_size; /* the size asked for */
 	uint32_t user_align;
 	uint32_t uflags; /* USLUB_CACHE_* (uslub.h) */
@@ -299,14 +304,7 @@ struct uslub_cache {
  * plain one, the same instruction on x86: GCC allocates registers worse around an
  * atomic or volatile load in free's fast path (3 instructions a free), and
  * a stale value is still above every object handed out. */
-#if defined(__SANITIZE_THREAD__)
-#define USLUB_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define USLUB_TSAN 1
-#endif
-#endif
-#ifdef USLUB_TSAN
+#ifdef USLUB_TSAN /* stat_items.h */
 #define objects_of(d) __atomic_load_n(&(d)->objects, __ATOMIC_RELAXED)
 #else
 #define objects_of(d) ((d)->objects)
@@ -373,7 +371,7 @@ static inline uint64_t uslub_cc_stat(const struct cache_cpu *cc, unsigned k)
 static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 {
 	uslub_stat_add(cc, FREE_FASTPATH, (uint64_t)cc->sheaf_count - n);
-	cc->sheaf_count = (uint16_t)n;
+	uslub_own_store(cc->sheaf_count, (uint16_t)n);
 }
 
 /* The thread's medium-block cache (slab/medium.c): freed large blocks of up to

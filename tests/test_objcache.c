@@ -31,7 +31,6 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <urcu/urcu-memb.h>
-#include <urcu/rcuhlist.h>
 
 #include "test_util.h"
 
@@ -341,11 +340,12 @@ static void test_bad_frees(void)
 
 /* ---- RCU --------------------------------------------------------------------------- */
 
-/* A hash table under liburcu (the memb flavour, told to uslub with uslub_set_rcu): hlists,
- * so a reader that followed an object recycled into another bucket still ends at a NULL.
- * Writers take a bucket's lock, unlink an object and either free it at once to its
- * TYPESAFE_BY_RCU cache (reuse allowed: readers re-check the key) or retire it with
- * uslub_free_rcu; each object points at a malloc'd side block retired with
+/* A hash table under liburcu (the memb flavour, told to uslub with uslub_set_rcu): lists
+ * linked through C11 atomics (release stores, acquire loads), so ThreadSanitizer sees each
+ * publication, and a reader that followed an object recycled into another bucket still
+ * ends at a NULL. Writers take a bucket's lock, unlink an object and either free it at
+ * once to its TYPESAFE_BY_RCU cache (reuse allowed: readers re-check the key) or retire
+ * it with uslub_free_rcu; each object points at a malloc'd side block retired with
  * uslub_free_rcu, which readers read too. Slabs empty and go back (shrink) all along. */
 #define BUCKETS	 64
 #define KEYS	 4096
@@ -355,10 +355,51 @@ struct node {
 	uint64_t tag; /* THING_TAG from the ctor, never changed */
 	_Atomic uint64_t key;
 	uint64_t *_Atomic side;
-	struct cds_hlist_node link;
+	struct node *_Atomic next;
 };
 
-static struct cds_hlist_head table[BUCKETS];
+/* liburcu is not built for ThreadSanitizer, which sees neither its grace periods nor its
+ * call_rcu queue. In a TSan build the test says both: every reader releases a sync
+ * object as it leaves its read-side section and every call_rcu releases it, and the
+ * callback, which runs after a grace period, acquires it before uslub frees anything. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+static char grace;
+struct tsan_cb {
+	struct rcu_head rh;
+	struct rcu_head *head;
+	void (*func)(struct rcu_head *head);
+};
+static void tsan_cb_run(struct rcu_head *rh)
+{
+	struct tsan_cb *w = caa_container_of(rh, struct tsan_cb, rh);
+	__tsan_acquire(&grace);
+	w->func(w->head);
+	free(w);
+}
+static void test_call_rcu(struct rcu_head *head, void (*func)(struct rcu_head *head))
+{
+	struct tsan_cb *w = malloc(sizeof(*w));
+	if (!w)
+		abort();
+	w->head = head;
+	w->func = func;
+	__tsan_release(&grace);
+	urcu_memb_call_rcu(&w->rh, tsan_cb_run);
+}
+static void test_barrier(void)
+{
+	urcu_memb_barrier();
+	__tsan_acquire(&grace);
+}
+#define read_unlock() (urcu_memb_read_unlock(), __tsan_release(&grace))
+#else
+#define test_call_rcu urcu_memb_call_rcu
+#define test_barrier  urcu_memb_barrier
+#define read_unlock() urcu_memb_read_unlock()
+#endif
+
+static struct node *_Atomic table[BUCKETS];
 static pthread_mutex_t bucket_lock[BUCKETS];
 static struct uslub_cache *rcu_cache;
 static atomic_bool stop;
@@ -378,9 +419,8 @@ static void *reader(void *arg)
 	for (unsigned k = 0; !atomic_load_explicit(&stop, memory_order_relaxed); k++) {
 		uint64_t want = (k * 2654435761u) % KEYS;
 		urcu_memb_read_lock();
-		struct cds_hlist_node *pos = rcu_dereference(table[want % BUCKETS].next);
-		for (unsigned steps = 0; pos && steps < 4 * KEYS; steps++) {
-			struct node *n = caa_container_of(pos, struct node, link);
+		struct node *n = atomic_load_explicit(&table[want % BUCKETS], memory_order_acquire);
+		for (unsigned steps = 0; n && steps < 4 * KEYS; steps++) {
 			local_seen++;
 			if (n->tag != THING_TAG)
 				atomic_fetch_add(&bad_tag, 1);
@@ -393,9 +433,9 @@ static void *reader(void *arg)
 					atomic_fetch_add(&bad_side, 1);
 				hits++;
 			}
-			pos = rcu_dereference(pos->next);
+			n = atomic_load_explicit(&n->next, memory_order_acquire);
 		}
-		urcu_memb_read_unlock();
+		read_unlock();
 	}
 	atomic_fetch_add(&seen, local_seen);
 	atomic_fetch_add(&lookups_hit, hits);
@@ -417,17 +457,19 @@ static void *writer(void *arg)
 		atomic_store(&fresh->key, key);
 		atomic_store(&fresh->side, side);
 		pthread_mutex_lock(&bucket_lock[b]);
-		struct node *old = NULL;
-		for (struct cds_hlist_node *pos = table[b].next; pos; pos = pos->next) {
-			struct node *n = caa_container_of(pos, struct node, link);
+		struct node *old = NULL, *_Atomic *link = &table[b];
+		struct node *n = atomic_load(link);
+		for (unsigned steps = 0; n && steps <= KEYS;
+		     steps++, link = &n->next, n = atomic_load(link))
 			if (atomic_load(&n->key) == key) {
 				old = n;
 				break;
 			}
-		}
-		if (old)
-			cds_hlist_del_rcu(&old->link);
-		cds_hlist_add_head_rcu(&fresh->link, &table[b]);
+		if (old) /* unlinked: readers on it go on along its next */
+			atomic_store_explicit(link, atomic_load(&old->next), memory_order_release);
+		/* Release too: a reader may come to fresh through an older object. */
+		atomic_store_explicit(&fresh->next, atomic_load(&table[b]), memory_order_release);
+		atomic_store_explicit(&table[b], fresh, memory_order_release);
 		pthread_mutex_unlock(&bucket_lock[b]);
 		if (old) {
 			uslub_free_rcu(atomic_load(&old->side));
@@ -446,7 +488,7 @@ static void test_rcu(double seconds)
 {
 	tu_section("TYPESAFE_BY_RCU cache and uslub_free_rcu under liburcu readers, %.1f s",
 		   seconds);
-	uslub_set_rcu(urcu_memb_call_rcu, urcu_memb_barrier);
+	uslub_set_rcu(test_call_rcu, test_barrier);
 	rcu_cache = uslub_cache_create("oc-rcu-node", sizeof(struct node), 0,
 				       USLUB_CACHE_TYPESAFE_BY_RCU, node_ctor);
 	CHECK(rcu_cache != NULL);
@@ -475,15 +517,14 @@ static void test_rcu(double seconds)
 	/* Empty the table, then everything pending goes after one barrier. */
 	size_t left = 0;
 	for (unsigned b = 0; b < BUCKETS; b++) {
-		struct cds_hlist_node *pos = table[b].next;
-		while (pos) {
-			struct node *n = caa_container_of(pos, struct node, link);
-			pos = pos->next;
+		struct node *n = atomic_load(&table[b]);
+		atomic_store(&table[b], NULL);
+		for (unsigned steps = 0; n && steps <= KEYS; steps++, left++) {
+			struct node *next = atomic_load(&n->next);
 			uslub_free_rcu(atomic_load(&n->side));
 			uslub_free_rcu(n);
-			left++;
+			n = next;
 		}
-		table[b].next = NULL;
 	}
 	CHECK(left > 0);
 	uslub_cache_shrink(rcu_cache);

@@ -16,6 +16,12 @@
 #            malloc_usable_size(malloc(40)) is 40 and all of it may be written; a block
 #            grown in place by realloc (40 to 44) ends at 44; calloc'd large and huge
 #            blocks are defined. The same error count as under valgrind's own allocator.
+#   objcache a constructor's cache and a TYPESAFE_BY_RCU cache (uslub.h, linked): a
+#            constructed object read before any write is defined, and so is one handed
+#            out again with the state the program left; one byte past the 48-byte object
+#            is "Invalid write ... 0 bytes after a block of size 48", a read after
+#            uslub_cache_free an invalid read, an object never freed "definitely lost",
+#            each at its line; a read of a freed RCU object is no error (type-safe)
 #   programs python3 running a short script (PYTHONMALLOC=malloc, so every object is a
 #            uslub block) and `git status` in this repository: no more errors than under
 #            valgrind's own allocator
@@ -158,7 +164,41 @@ C
 
 "$CC" -g -O0 -fno-builtin -pthread "$work/clean.c" -o "$work/clean" || exit 1
 "$CC" -g -O0 -fno-builtin "$work/buggy.c" -o "$work/buggy" || exit 1
+cat >"$work/objcache.c" <<'C'
+#include <stdint.h>
+#include <string.h>
+#include "uslub.h"
+struct conn { uint64_t tag; char buf[40]; };
+static void ctor(void *p) { struct conn *c = p; c->tag = 7; memset(c->buf, 0, sizeof(c->buf)); }
+static volatile int sink;
+int main(void) {
+	struct uslub_cache *cc = uslub_cache_create("vg-conn", sizeof(struct conn), 0, 0, ctor);
+	struct uslub_cache *rc = uslub_cache_create("vg-rcu", 48, 0, USLUB_CACHE_TYPESAFE_BY_RCU, 0);
+	struct conn *a = uslub_cache_alloc(cc);
+	if (a->tag == 7 && a->buf[39] == 0)                 /* CTOR_DEFINED */
+		sink = 1;
+	a->buf[39] = 'x';
+	((char *)a)[48] = 'y';                              /* OC_WRITE */
+	uslub_cache_free(cc, a);
+	sink = a->buf[0];                                   /* OC_READ */
+	struct conn *b = uslub_cache_alloc(cc);
+	if (b->buf[39] == 'x' || b->tag == 7)               /* KEPT_DEFINED */
+		sink = 2;
+	struct conn *leak = uslub_cache_alloc(cc);          /* OC_LEAK */
+	leak->tag = 8;
+	leak = NULL;
+	char *r = uslub_cache_alloc(rc);
+	memset(r, 1, 48);
+	uslub_cache_free(rc, r);
+	sink = r[10];                                       /* RCU_READ */
+	uslub_cache_free(cc, b);
+	return 0;
+}
+C
 "$CC" -g -O0 -fno-builtin "$work/sizes.c" -o "$work/sizes" || exit 1
+inc=$(cd "$(dirname "$USLUB")/../include" && pwd)
+"$CC" -g -O0 -fno-builtin -I"$inc" "$work/objcache.c" "$LIB" -Wl,-rpath,"$(dirname "$LIB")" \
+	-o "$work/objcache" || exit 1
 
 # The error records of a memcheck log (blank-line separated, prefixes gone) that name
 # `main (FILE:LINE)` in their stack.
@@ -232,6 +272,24 @@ else
 	grep -A3 -e "Invalid\|uninitialised" "$work/sizes.out" | sed 's/^/    /'
 fi
 
+echo "object caches: constructed state defined, overflow, use after free, leak, RCU reads"
+USLUB_LIB=$LIB "$USLUB" valgrind -- "$work/objcache" >"$work/objcache.out" 2>&1
+for tag in CTOR_DEFINED KEPT_DEFINED RCU_READ; do
+	recs=$(records_at "$work/objcache.out" objcache.c "$(line_of $tag objcache)")
+	if [[ -z $recs ]]; then
+		echo "  ok: $tag: no error"
+	else
+		fail "$tag: an error at its line:"
+		sed 's/^/    /' <<<"$recs"
+	fi
+done
+expect_record "cache object: overflow" "$work/objcache.out" objcache.c \
+	"$(line_of OC_WRITE objcache)" "Invalid write of size 1" "0 bytes after a block of size 48"
+expect_record "cache object: use after free" "$work/objcache.out" objcache.c \
+	"$(line_of OC_READ objcache)" "Invalid read of size 1" "inside a block of size 48 free'd"
+expect_record "cache object: leak" "$work/objcache.out" objcache.c "$(line_of OC_LEAK objcache)" \
+	"48 bytes in 1 blocks are definitely lost"
+expect "three errors" "$work/objcache.out" "ERROR SUMMARY: 3 errors"
 # Debian's interpreter rather than a shim on PATH, which would run a shell under memcheck.
 echo "real programs: no error that valgrind's own allocator does not report"
 root=$(cd "$(dirname "$USLUB")/.." && pwd)

@@ -112,7 +112,7 @@ static inline void uslub_free_ptr(void *p, const struct uslub_ptr *ptr, const ch
 		if (likely(cc->magic != 0) && likely(n < cc->sheaf_cap)) {
 			mark_free(p);
 			cc->sheaf[n] = p;
-			cc->sheaf_count = (uint16_t)(n + 1);
+			uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
 			return;
 		}
 	}
@@ -176,7 +176,7 @@ static inline __attribute__((always_inline)) void *uslub_malloc_inline_as(size_t
 		if (likely(!__builtin_sub_overflow((size_t)cc->sheaf_count, 1, &n))) {
 			KEEP_IN("c", n); /* see cc */
 			void *object = cc->sheaf[n];
-			cc->sheaf_count = (uint16_t)n;
+			uslub_own_store(cc->sheaf_count, (uint16_t)n);
 			mark_allocated(object);
 			uslub_stat(cc, ALLOC_FASTPATH);
 			return object;
@@ -227,7 +227,7 @@ static inline __attribute__((always_inline)) void uslub_free_inline_as(void *p, 
 				 * register, not in a copy taken before the stores (GCC 12). */
 				__asm__("" : "+r"(n));
 				/* Counted as free_fastpath without a counter (stats.c). */
-				cc->sheaf_count = (uint16_t)(n + 1);
+				uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
 				return;
 			}
 			/* The class from the cache_cpu's place: a whole sheaf moves without

@@ -336,7 +336,7 @@ static void check_barns(struct walk *w)
 {
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = uslub_barns[node];
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
+		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++) {
 			if (b[i].count > b[i].limit) {
 				bad(w, "node %u: %s barn holds %u objects, limit %u", node,
 				    uslub_caches[i].name, b[i].count, b[i].limit);

@@ -79,11 +79,10 @@ unsigned uslub_debug_cache_flags(const char *name, unsigned letters, bool typed)
 	unsigned f = debug_all | letter_flags(letters);
 	if (flags && (!list || names_cache(list, name)))
 		f |= flags;
-	/* An object that keeps its state while free (a constructor's, or one RCU readers
-	 * may still read) is neither poisoned nor hidden from the program when freed: the
-	 * kernel drops poisoning for such caches, and KASAN does not flag reads of them. */
+	/* An object that keeps its state while free (a constructor's, or RCU readers') is
+	 * not poisoned nor hidden from ASan, as the kernel and KASAN (memcheck: dbg_vg_alloc). */
 	if (typed)
-		f &= ~(unsigned)(DBG_POISON | DBG_QUARANTINE | DBG_ASAN | DBG_VALGRIND);
+		f &= ~(unsigned)(DBG_POISON | DBG_QUARANTINE | DBG_ASAN);
 	return f;
 }
 
@@ -337,7 +336,8 @@ static void check_poison(struct uslub_cache *c, struct page_desc *s, void *objec
  * closing of them. */
 static void check_allocated(struct uslub_cache *c, struct page_desc *s)
 {
-	if (!(c->debug & DBG_REDZONE) || (c->debug & (DBG_VALGRIND | DBG_ASAN)) ||
+	/* By the build and the run: a typed cache's metadata is closed whatever its flags. */
+	if (!(c->debug & DBG_REDZONE) || USLUB_ASAN || uslub_memcheck ||
 	    __atomic_load_n(&s->owner, __ATOMIC_RELAXED) != uslub_tls_thread)
 		return;
 	char *first = (char *)page_address(s) + c->offset;
@@ -507,7 +507,7 @@ void uslub_debug_alloc(struct uslub_cache *c, struct page_desc *s, void *object,
 	if (c->debug & DBG_TRACE)
 		trace(c, s, "alloc", object, caller);
 	asan_unpoison(object, size);
-	vg_malloclike(object, size, DBG_RZ);
+	dbg_vg_alloc(c, object, size);
 }
 
 bool uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, void *caller)
@@ -516,7 +516,7 @@ bool uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 	uslub_debug_caller = caller;
 	/* memcheck first: a free of what it does not know as a block (a double free) is
 	 * reported with both stacks, before our own report stops the program. */
-	vg_freelike(object, DBG_RZ);
+	dbg_vg_free(c, object);
 	if (c->debug & DBG_CHECK)
 		check_slab(c, s, object);
 	struct dbg_meta *m = dbg_meta_of(c, object);
@@ -560,7 +560,7 @@ bool uslub_debug_free(struct uslub_cache *c, struct page_desc *s, void *object, 
 		mem_open(object, c->size);
 		fill_poison(c, object);
 	}
-	mem_close(object, c->size);
+	dbg_close_freed(c, object);
 	seq_end(c, object);
 	return (c->debug & DBG_QUARANTINE) && uslub_quarantine_put(c, s, object);
 }

@@ -32,6 +32,7 @@
 #define USLUB_DEBUG_H
 
 #include "hooks.h"
+#include "os/vg.h"
 #include "thread/thread.h"
 
 #pragma GCC visibility push(hidden)
@@ -117,6 +118,35 @@ extern bool uslub_debug_every_cache;
 static inline struct dbg_meta *dbg_meta_of(const struct uslub_cache *c, void *object)
 {
 	return (struct dbg_meta *)((char *)object - c->offset + DBG_RZ);
+}
+
+/* memcheck's block of a debug object holding `size` bytes: the program's part of it, which
+ * in a constructor's or an RCU cache starts `user_off` bytes in (types.h). A constructed
+ * object is handed out defined: its bytes are the constructor's or what the program left
+ * (issue 27: "the ctor's state defined"). A freed object of an RCU cache stays readable,
+ * as a reader may still look at it (memcheck then sees no use after free there, which is
+ * the cache's contract); a constructor's is closed until it is handed out again. */
+static inline void dbg_vg_alloc(const struct uslub_cache *c, void *object, size_t size)
+{
+	char *p = (char *)object + c->user_off;
+	if (c->ctor)
+		vg_malloclike_zeroed(p, size - c->user_off);
+	else
+		vg_malloclike(p, size - c->user_off, DBG_RZ);
+}
+static inline void dbg_vg_free(const struct uslub_cache *c, void *object)
+{
+	char *p = (char *)object + c->user_off;
+	vg_freelike(p, DBG_RZ);
+	if (c->uflags & USLUB_CACHE_TYPESAFE_BY_RCU)
+		vg_defined(p, c->size - c->user_off);
+}
+
+/* A freed object closed to the checkers, but an RCU cache's, which readers may read. */
+static inline void dbg_close_freed(const struct uslub_cache *c, void *object)
+{
+	if (!(c->uflags & USLUB_CACHE_TYPESAFE_BY_RCU))
+		mem_close(object, c->size);
 }
 
 /* Free pointers of a debug cache: decoded and, with DBG_HARDEN, checked to point at an
@@ -234,6 +264,9 @@ extern bool uslub_debug_bounds;
  * from uslub's own code are not checked. */
 void uslub_debug_check_write(const void *dst, size_t n, const char *op, const void *caller);
 
+/* Under U, the allocation sites of cache c's objects still allocated, counted by site, on
+ * stderr (uslub_cache_destroy of a cache with live objects; leaks.c). */
+void uslub_debug_report_leaks(const struct uslub_cache *c);
 /* Writes "ADDR (module+0xOFF)" for a code address, reading /proc/self/maps without
  * allocating, so `addr2line -e module 0xOFF` names the line. For reports and tests. */
 struct uslub_out;

@@ -40,7 +40,9 @@ const char *const uslub_pcp_stat_names[USLUB_NR_PCP_STATS] = {
 uint64_t uslub_pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
 
 #if USLUB_STATS_ENABLED
-#define pcp_stat(t, item, order, n) ((t)->pcp_stat[USLUB_##item][order] += (n))
+#define pcp_stat(t, item, order, n)                                                                \
+	uslub_own_store((t)->pcp_stat[USLUB_##item][order],                                        \
+			(t)->pcp_stat[USLUB_##item][order] + (n))
 #else
 #define pcp_stat(t, item, order, n) ((void)(t), (void)(order), (void)(n))
 #endif
@@ -50,7 +52,7 @@ void uslub_pcp_init(struct uslub_thread *t)
 	for (unsigned o = 0; o < PCP_ORDERS; o++)
 		CDS_INIT_LIST_HEAD(&t->pcp[o]);
 	memset(t->pcp_blocks, 0, sizeof(t->pcp_blocks));
-	t->pcp_count = 0;
+	uslub_own_store(t->pcp_count, 0);
 	t->pcp_high = PCP_HIGH_MIN;
 	t->pcp_batch_step = 0;
 }
@@ -60,14 +62,14 @@ static void pcp_push(struct uslub_thread *t, struct page_desc *d, unsigned order
 	d->order = (uint8_t)order;
 	cds_list_add(&d->list, &t->pcp[order]);
 	t->pcp_blocks[order]++;
-	t->pcp_count += 1U << order;
+	uslub_own_store(t->pcp_count, t->pcp_count + (1U << order));
 }
 
 static void pcp_take(struct uslub_thread *t, struct page_desc *d, unsigned order)
 {
 	cds_list_del(&d->list);
 	t->pcp_blocks[order]--;
-	t->pcp_count -= 1U << order;
+	uslub_own_store(t->pcp_count, t->pcp_count - (1U << order));
 }
 
 /* The oldest block of `order` back to the buddy. */

@@ -45,6 +45,7 @@ void uslub_cache_setup(struct uslub_cache *c)
 	/* A debug cache's magic is 0: its objects never start at offset 0 of a slot,
 	 * so the free fast path's test fails for every one of them. */
 	uslub_lookup.magic[c->cls] = c->debug ? 0 : UINT64_MAX / c->size + 1;
+	c->cpu_off = CPU_OFF(c->cls);
 	unsigned bytes = c->debug ? c->stride + c->tail : c->size;
 	c->order = uslub_calculate_order(bytes, &p);
 	c->min_order = uslub_get_order(bytes);

@@ -49,7 +49,8 @@
 #include "page/page.h"
 
 #if USLUB_STATS_ENABLED
-#define medium_stat(t, item, n) ((t)->medium_stat[USLUB_##item] += (n))
+#define medium_stat(t, item, n)                                                                    \
+	uslub_own_store((t)->medium_stat[USLUB_##item], (t)->medium_stat[USLUB_##item] + (n))
 #else
 #define medium_stat(t, item, n) ((void)(t), (void)(n))
 #endif

@@ -68,6 +68,7 @@ static struct uslub_cache *make_alias(struct uslub_cache *target, const char *na
 		memset(a, 0, sizeof(*a));
 		strncpy(a->name, name, sizeof(a->name) - 1);
 		a->cls = target->cls;
+		a->cpu_off = target->cpu_off;
 		a->size = target->size;
 		a->user_size = size;
 		a->user_align = align;

@@ -225,7 +225,7 @@ static inline void stat_shared(struct uslub_thread *t, unsigned cls, enum uslub_
 {
 #if USLUB_STATS_ENABLED
 	if (likely(t->state == THREAD_LIVE || t->state == THREAD_ORPHAN))
-		t->cpu[cls].stat[item]++;
+		uslub_own_store(t->cpu[cls].stat[item], t->cpu[cls].stat[item] + 1);
 	else
 		__atomic_fetch_add(&uslub_caches[cls].stat[item], 1, __ATOMIC_RELAXED);
 #else

@@ -238,14 +238,18 @@ static void *alloc_class(unsigned cls)
 	return object;
 }
 
-/* malloc and uslub_slab_alloc_slow reach here by tail calls, so the return address is
- * the program's call site: what USLUB_DEBUG=U records. */
-void *uslub_slab_alloc_class(unsigned cls, size_t size)
+void *uslub_slab_alloc_class_at(unsigned cls, size_t size, void *caller)
 {
 	void *object = alloc_class(cls);
 	struct uslub_cache *c = &uslub_caches[cls];
 	if (unlikely(c->debug) && object)
-		uslub_hooks.object_alloc(c, page_desc_of(object)->head, object, size,
-					 __builtin_return_address(0));
+		uslub_hooks.object_alloc(c, page_desc_of(object)->head, object, size, caller);
 	return object;
+}
+
+/* malloc and uslub_slab_alloc_slow reach here by tail calls, so the return address is
+ * the program's call site: what USLUB_DEBUG=U records. */
+void *uslub_slab_alloc_class(unsigned cls, size_t size)
+{
+	return uslub_slab_alloc_class_at(cls, size, __builtin_return_address(0));
 }

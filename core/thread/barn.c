@@ -25,46 +25,80 @@ static uint32_t barn_limit(const struct uslub_cache *c)
 	return n < BARN_MIN_SHEAVES * cap ? BARN_MIN_SHEAVES * cap : (uint32_t)n;
 }
 
-/* Node's barns, made at the node's first barn_put (sheaf.c): the caches' barns and their slots in
- * one block of pages (under 256 KiB, touched as used), never freed. Made under cache 0's
- * list_lock of the node, which fork and the heap walker hold before they take the barn
- * locks, so a barn never appears while they look. */
-struct barn *uslub_barns_make(unsigned node)
+/* Node's barns, made at the node's first barn_put (sheaf.c): every cache's barn, and the
+ * kmalloc caches' slots, in one block of pages (under 256 KiB, touched as used), never
+ * freed. An object cache's slots come at its own first barn_put (uslub_barn_grow): its
+ * size is not known before. Made under cache 0's list_lock of the node, which fork and
+ * the heap walker hold before they take the barn locks, so a barn never appears while
+ * they look. */
+static void *meta_pages(unsigned node, size_t bytes)
 {
-	struct barn *b;
-	size_t bytes = sizeof(struct barn) * USLUB_NR_CLASSES;
-	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
-		bytes += barn_limit(&uslub_caches[i]) * sizeof(void *);
 	unsigned order = 0;
 	while ((USLUB_PAGE_SIZE << order) < bytes)
 		order++;
+	struct page_desc *d = uslub_pages_alloc(node, order, 0);
+	if (!d)
+		return NULL;
+	for (size_t i = 1; i < (1UL << order); i++)
+		d[i].head = d;
+	d->order = (uint8_t)order;
+	d->cls = CLS_NONE;
+	__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
+	__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
+	return page_address(d);
+}
+
+struct barn *uslub_barns_make(unsigned node)
+{
+	struct barn *b;
+	size_t bytes = sizeof(struct barn) * USLUB_NR_CACHES;
+	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
+		bytes += barn_limit(&uslub_caches[i]) * sizeof(void *);
 	pthread_mutex_t *guard = &cache_node_of(&uslub_caches[0], node)->list_lock;
 	uslub_lock(guard, USLUB_LOCK_LIST);
 	b = uslub_barns[node];
 	if (!b) {
-		struct page_desc *d = uslub_pages_alloc(node, order, 0);
-		if (d) {
-			for (size_t i = 1; i < (1UL << order); i++)
-				d[i].head = d;
-			d->order = (uint8_t)order;
-			d->cls = CLS_NONE;
-			__atomic_store_n(&d->kind, PAGE_META, __ATOMIC_RELAXED);
-			__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
-			b = page_address(d);
-			void **slots = (void **)(b + USLUB_NR_CLASSES);
-			for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
+		b = meta_pages(node, bytes);
+		if (b) {
+			void **slots = (void **)(b + USLUB_NR_CACHES);
+			for (unsigned i = 0; i < USLUB_NR_CACHES; i++) {
 				atomic_store_explicit(&b[i].lock, 0, memory_order_relaxed);
 				b[i].count = 0;
 				b[i].low = 0;
-				b[i].limit = barn_limit(&uslub_caches[i]);
-				b[i].objects = slots;
-				slots += b[i].limit;
+				b[i].limit = 0;
+				b[i].objects = NULL;
+				if (i < USLUB_NR_CLASSES) {
+					b[i].limit = barn_limit(&uslub_caches[i]);
+					b[i].objects = slots;
+					slots += b[i].limit;
+				}
 			}
 			__atomic_store_n(&uslub_barns[node], b, __ATOMIC_RELEASE);
 		}
 	}
 	pthread_mutex_unlock(guard);
 	return b;
+}
+
+/* An object cache's barn of a node gets its slots, once, under the cache's list_lock of
+ * the node (fork and the heap walker hold it before the barn locks); the limit is
+ * published last, under the barn's lock, so whoever sees room sees the slots. */
+bool uslub_barn_grow(struct uslub_cache *c, unsigned node, struct barn *b)
+{
+	pthread_mutex_t *guard = &cache_node_of(c, node)->list_lock;
+	uslub_lock(guard, USLUB_LOCK_LIST);
+	if (!__atomic_load_n(&b->limit, __ATOMIC_RELAXED)) {
+		uint32_t limit = barn_limit(c);
+		void **slots = limit ? meta_pages(node, limit * sizeof(void *)) : NULL;
+		if (slots) {
+			uslub_barn_lock(b);
+			b->objects = slots;
+			__atomic_store_n(&b->limit, limit, __ATOMIC_RELAXED);
+			uslub_barn_unlock(b);
+		}
+	}
+	pthread_mutex_unlock(guard);
+	return __atomic_load_n(&b->limit, __ATOMIC_RELAXED) != 0;
 }
 
 /* ---- flushing to the slabs -------------------------------------------------------- */
@@ -147,18 +181,35 @@ static void barn_decay(struct uslub_cache *c, struct barn *b)
 	uslub_barn_unlock(b);
 }
 
+/* Every object of barn b back: the decay's work with every object counted as unused. */
+static void barn_flush(struct uslub_cache *c, struct barn *b)
+{
+	if (!__atomic_load_n(&b->count, __ATOMIC_RELAXED))
+		return;
+	uslub_barn_lock(b);
+	b->low = b->count;
+	uslub_barn_unlock(b);
+	barn_decay(c, b);
+}
+
 /* malloc_trim: everything the barns hold goes back to the slabs, so empty slabs can go
  * back to the page allocator - the decay's work with every object counted as unused. */
 void uslub_barns_flush(void)
 {
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++) {
-			uslub_barn_lock(&b[i]);
-			b[i].low = b[i].count;
-			uslub_barn_unlock(&b[i]);
-			barn_decay(&uslub_caches[i], &b[i]);
-		}
+		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
+			barn_flush(&uslub_caches[i], &b[i]);
+	}
+}
+
+/* An object cache's shrink: its barns' objects back to their slabs. */
+void uslub_barns_flush_cache(struct uslub_cache *c)
+{
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		if (b)
+			barn_flush(c, &b[c->cls]);
 	}
 }
 
@@ -170,7 +221,7 @@ void uslub_barns_decay(void)
 		return;
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
 				barn_decay(&uslub_caches[i], &b[i]);
 	}
@@ -180,7 +231,7 @@ bool uslub_barns_held(void)
 {
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
 				return true;
 	}
@@ -191,7 +242,7 @@ void uslub_barns_lock_all(void)
 {
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = uslub_barns[node];
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			uslub_barn_lock(&b[i]);
 	}
 }
@@ -200,7 +251,7 @@ void uslub_barns_unlock_all(void)
 {
 	for (unsigned node = 0; node < MAX_NODES; node++) {
 		struct barn *b = uslub_barns[node];
-		for (unsigned i = 0; b && i < USLUB_NR_CLASSES; i++)
+		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			uslub_barn_unlock(&b[i]);
 	}
 }

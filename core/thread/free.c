@@ -103,7 +103,8 @@ void uslub_object_free(void *p, struct page_desc *s, void *caller)
 		/* An open sheaf (its push is api.h's uslub_free_ptr): a full one overflows. */
 		if (cc->sheaf_count < cc->sheaf_cap) {
 			mark_free(p);
-			cc->sheaf[cc->sheaf_count++] = p;
+			cc->sheaf[cc->sheaf_count] = p;
+			uslub_own_store(cc->sheaf_count, (uint16_t)(cc->sheaf_count + 1));
 			return;
 		}
 		uslub_sheaf_overflow(p, cc);

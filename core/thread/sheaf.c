@@ -14,15 +14,17 @@
 static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
 {
 	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-	/* The barns are made for the kmalloc caches only: an object cache has none. */
-	if (unlikely(c->cls >= USLUB_NR_CLASSES))
-		return false;
 	if (unlikely(!b))
 		b = uslub_barns_make(node);
 	bool done = false;
 	if (b) {
 		b += c->cls;
-		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <= b->limit) {
+		/* An object cache's barn has its slots from its first put on. */
+		if (unlikely(!__atomic_load_n(&b->limit, __ATOMIC_RELAXED)) &&
+		    !uslub_barn_grow(c, node, b))
+			b = NULL;
+		if (b && __atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <=
+			     __atomic_load_n(&b->limit, __ATOMIC_RELAXED)) {
 			uslub_barn_lock(b);
 			if (b->count + n <= b->limit) {
 				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
@@ -42,7 +44,7 @@ static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsig
 {
 	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
 	unsigned n = 0;
-	if (b && c->cls < USLUB_NR_CLASSES) {
+	if (b) {
 		b += c->cls;
 		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
 			uslub_barn_lock(b);
@@ -399,7 +401,7 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 		 * (types.h, uslub_cc_stat). */
 		mark_free(p);
 		cc->sheaf[n] = p;
-		cc->sheaf_count = (uint16_t)(n + 1);
+		uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
 		return;
 	}
 	/* The older objects go; the newer stay for the next allocations. */

@@ -26,6 +26,8 @@ void uslub_slab_object_free(struct uslub_cache *c, struct page_desc *s, void *p,
 			    struct uslub_thread *t);
 /* An object of class cls for a request of `size` bytes (what debug caches keep). */
 void *uslub_slab_alloc_class(unsigned cls, size_t size);
+/* ... with the program's call site given (the object caches' entry points). */
+void *uslub_slab_alloc_class_at(unsigned cls, size_t size, void *caller);
 /* A thread's exit: its sheaves (closed), slabs and page cache back. */
 void uslub_thread_flush(struct uslub_thread *t);
 /* The same without the sheaves (an idle thread's, thread.c). */
@@ -142,6 +144,11 @@ void uslub_barns_unlock_all(void);
 
 /* Node's barns, made at its first barn_put (sheaf.c); NULL when no memory is left. */
 struct barn *uslub_barns_make(unsigned node);
+/* Cache c's barn b of node `node` (an object cache's) given its slots, at its first
+ * barn_put; false when no memory is left. */
+bool uslub_barn_grow(struct uslub_cache *c, unsigned node, struct barn *b);
+/* Cache c's barns emptied into its slabs (an object cache's shrink). */
+void uslub_barns_flush_cache(struct uslub_cache *c);
 /* A waiter spins while the holder copies; past a few dozen tries the holder was likely
  * preempted (more threads than cores), and the waiter gives up its time slice. */
 static inline void uslub_barn_lock(struct barn *b)
