@@ -156,9 +156,10 @@ _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits
 /* The caches: the kmalloc caches, one per size class (0 .. USLUB_NR_CLASSES - 1), then
  * the object caches programs make with uslub_cache_create (slab/objcache.c) that do not
  * merge into one of them. Every table indexed by class has a slot for each; a thread's
- * cache_cpu of a slot must lie within page_test.cpu_off's 16 bits, and the thread state
- * within 32 KiB (an order-3 block, as with the kmalloc caches alone). */
-#define USLUB_USER_CACHES 24
+ * cache_cpu of a slot must lie within page_test.cpu_off's 16 bits (128 slots of
+ * CPU_BYTES), so the thread state is an order-4 block (64 KiB) of which a thread touches
+ * only the slots of the caches it uses (and thread.c clears only the slots in use). */
+#define USLUB_USER_CACHES 64
 #define USLUB_NR_CACHES	  (USLUB_NR_CLASSES + USLUB_USER_CACHES)
 
 /* Which object does slab offset `off` fall in, and is it its start? Lemire's fast
@@ -476,7 +477,7 @@ struct uslub_thread {
 	int tgid, tid;
 };
 
-_Static_assert(sizeof(struct uslub_thread) <= (USLUB_PAGE_SIZE << 3), "a thread state is order 3");
+_Static_assert(sizeof(struct uslub_thread) <= (USLUB_PAGE_SIZE << 4), "a thread state is order 4");
 _Static_assert(CPU_OFF(USLUB_NR_CACHES - 1) == (USLUB_NR_CACHES - 1) * CPU_BYTES,
 	       "every cache's cache_cpu offset fits page_test.cpu_off");
 _Static_assert(USLUB_NR_CACHES < CLS_NONE, "a class byte names every cache");

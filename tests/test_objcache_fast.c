@@ -13,6 +13,9 @@
  *   - uslub_cache_destroy of a cache with live objects, under U (STORE_USER): the count,
  *     and the objects counted by allocation site, each site an address in the function
  *     that called uslub_cache_alloc
+ *   - caches that do not merge take slots up to the 64 a process has (this run's earlier
+ *     caches among them), each one working beside the others; the next is NULL with
+ *     ENOSPC, and the caches made before keep working
  * Every cache is a debug cache in the sanitizer builds and under USLUB_DEBUG, with no
  * fast path: there the counting checks are skipped ("debug" argument), the rest run.
  *
@@ -409,6 +412,42 @@ static void test_destroy_sites(void)
 	CHECK(((unsigned char *)kept[4])[71] == 0x11);
 }
 
+/* Last in the run: it takes every slot left. */
+static void test_slots(void)
+{
+	tu_section("slots: caches that do not merge, up to ENOSPC");
+	enum { MAX = 200, EACH = 40 };
+	static struct uslub_cache *c[MAX];
+	void *obj[EACH];
+	unsigned n = 0;
+	errno = 0;
+	for (; n < MAX; n++) {
+		char name[32];
+		snprintf(name, sizeof(name), "of-slot-%u", n);
+		c[n] = uslub_cache_create(name, 40 + 8 * (n % 8), 0, USLUB_CACHE_NO_MERGE, NULL);
+		if (!c[n])
+			break;
+	}
+	CHECKF(n < MAX && errno == ENOSPC, "made %u, errno %d", n, errno);
+	/* More than the 24 slots of before, after the handful this run's tests took. */
+	CHECKF(n >= 48, "only %u caches", n);
+	for (unsigned i = 0; i < n; i++) {
+		size_t size = 40 + 8 * (i % 8);
+		for (unsigned k = 0; k < EACH; k++) {
+			obj[k] = uslub_cache_alloc(c[i]);
+			CHECK(obj[k] != NULL);
+			memset(obj[k], (int)(i + k), size);
+		}
+		for (unsigned k = 0; k < EACH; k++) {
+			CHECKF(((unsigned char *)obj[k])[size - 1] == (unsigned char)(i + k),
+			       "cache %u object %u", i, k);
+			uslub_cache_free(c[i], obj[k]);
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		CHECK(uslub_cache_destroy(c[i]) == 0);
+}
+
 int main(int argc, char **argv)
 {
 	tu_clean_env(argv);
@@ -420,5 +459,6 @@ int main(int argc, char **argv)
 	test_barn();
 	test_bad_frees();
 	test_destroy_sites();
+	test_slots();
 	return tu_summary("test_objcache_fast");
 }
