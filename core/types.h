@@ -158,7 +158,7 @@ _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits
  * merge into one of them. Every table indexed by class has a slot for each; a thread's
  * cache_cpu of a slot must lie within page_test.cpu_off's 16 bits (128 slots of
  * CPU_BYTES), so the thread state is an order-4 block (64 KiB) of which a thread touches
- * only the slots of the caches it uses (and thread.c clears only the slots in use). */
+ * only the slots of the caches it uses (all of it when made on warm pages: thread.c). */
 #define USLUB_USER_CACHES 64
 #define USLUB_NR_CACHES	  (USLUB_NR_CLASSES + USLUB_USER_CACHES)
 

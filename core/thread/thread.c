@@ -114,14 +114,10 @@ struct uslub_thread *uslub_thread_create(void)
 	d->order = (uint8_t)order;
 	d->head = d;
 	struct uslub_thread *t = page_address(d);
-	/* Warm pages hold an earlier state: its slots up to the caches in use then (fewer
-	 * than now: slots are not reused) and everything after the slots. Clearing the
-	 * whole state would touch 64 KiB for the few slots a thread uses. */
-	if (!cold) {
-		memset(t->cpu, 0, uslub_caches_in_use() * sizeof(t->cpu[0]));
-		memset(&t->cpu[USLUB_NR_CACHES], 0,
-		       sizeof(*t) - offsetof(struct uslub_thread, cpu[USLUB_NR_CACHES]));
-	}
+	/* Warm pages held anything before (slabs, blocks, an earlier state): all cleared,
+	 * as a slot past the caches in use now becomes live when a cache is made. */
+	if (!cold)
+		memset(t, 0, sizeof(*t));
 	t->state = THREAD_LIVE;
 	t->tgid = getpid();
 	t->tid = gettid();
