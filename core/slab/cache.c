@@ -61,8 +61,13 @@ void uslub_cache_setup(struct uslub_cache *c)
 	/* The kernel's min_partial: ilog2(size) / 2, within 5..10. */
 	unsigned lg = 31 - (unsigned)__builtin_clz(c->size);
 	c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
-	/* Each sheaf object may pin a slab of its own, so large objects get fewer. */
-	unsigned cap = c->size <= 256 ? SHEAF_MAX : c->size <= 1024 ? 28 : c->size <= 4096 ? 8 : 4;
+	/* Each sheaf object may pin a slab of its own, so the largest objects get fewer. A
+	 * sheaf's count is a random walk when a program frees and allocates one class
+	 * alike, so the barn is reached about every (cap / 2)^2 operations: with 8 for
+	 * 1-4 KiB objects, two threads replacing blocks of up to 4 KiB met there at every
+	 * few dozen and ran at 0.75x one thread; with 28, 1.6x, for 1 MiB more peak in
+	 * prodcons and thread_local (tools/bench/results/medium-blocks.md). */
+	unsigned cap = c->size <= 256 ? SHEAF_MAX : c->size <= 4096 ? 28 : 4;
 	c->sheaf_capacity = c->debug ? 0 : cap < uslub_config.sheaves ? cap : uslub_config.sheaves;
 }
 
