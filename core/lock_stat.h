@@ -45,13 +45,20 @@ static inline void uslub_lock_waited(enum uslub_lock_kind k)
 	atomic_fetch_add_explicit(&uslub_lock_stats[k].waits, 1, memory_order_relaxed);
 }
 
-/* pthread_mutex_lock, with a wait counted when the lock was held. */
+/* Reads of the lock word before a try: a held lock is watched in the cache, not bounced
+ * between the waiters' caches by compare-and-swaps (glibc's adaptive mutexes spin so). */
+#define USLUB_LOCK_SPINS 256
+
+void uslub_lock_contended(pthread_mutex_t *m, enum uslub_lock_kind k);
+
+/* pthread_mutex_lock, with a wait counted when the lock was held. A held lock is spun on
+ * for a while first: every critical section here is a few hundred instructions, and the
+ * futex sleep and wake that pthread_mutex_lock makes of a wait cost two system calls
+ * (tools/bench/results/medium-blocks.md). */
 static inline void uslub_lock(pthread_mutex_t *m, enum uslub_lock_kind k)
 {
-	if (__builtin_expect(pthread_mutex_trylock(m) != 0, 0)) {
-		uslub_lock_waited(k);
-		pthread_mutex_lock(m);
-	}
+	if (__builtin_expect(pthread_mutex_trylock(m) != 0, 0))
+		uslub_lock_contended(m, k);
 }
 
 /* pthread_mutex_trylock, with a failure counted. */

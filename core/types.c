@@ -19,3 +19,15 @@ const char *const uslub_lock_names[USLUB_NR_LOCKS] = {
     USLUB_LOCK_ITEMS(X)
 #undef X
 };
+
+void uslub_lock_contended(pthread_mutex_t *m, enum uslub_lock_kind k)
+{
+	uslub_lock_waited(k);
+	for (unsigned i = 0; i < USLUB_LOCK_SPINS; i++) {
+		cpu_relax();
+		if (!__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) &&
+		    !pthread_mutex_trylock(m))
+			return;
+	}
+	pthread_mutex_lock(m);
+}

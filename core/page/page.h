@@ -106,11 +106,12 @@ int uslub_pages_claim(struct page_desc *d, size_t npages);
  * NULL if neither is free. */
 #define RUN_TRIES 256
 struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned tries);
-/* npages out of a block of 2^order taken as uslub_pages_alloc does (growing the heap if
- * need be), the rest given back; unless `aligned`, moved back over free pages right
- * before the block, so blocks carved one after another lie end to end. NULL, ENOMEM. */
+/* npages out of a block of 2^order taken as uslub_pages_alloc does with `gfp` (growing
+ * the heap if need be, unless GFP_NOGROW), the rest given back; unless `aligned`, moved
+ * back over free pages right before the block, so blocks carved one after another lie
+ * end to end. NULL, ENOMEM. */
 struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t npages,
-					  bool aligned);
+					  bool aligned, unsigned gfp);
 /* Unmap the free blocks at the top of every region, so the address space they hold is
  * there for a huge block under RLIMIT_AS; the regions grow there again later. Bytes
  * unmapped. */

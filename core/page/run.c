@@ -202,9 +202,9 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 }
 
 struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t npages,
-					  bool aligned)
+					  bool aligned, unsigned gfp)
 {
-	struct page_desc *d = uslub_pages_alloc(node, order, 0);
+	struct page_desc *d = uslub_pages_alloc(node, order, gfp);
 	if (!d)
 		return NULL;
 	/* Moved back to the start of the free pages before it, as in alloc_run: a block cut

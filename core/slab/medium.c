@@ -64,9 +64,24 @@ uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS];
 
 /* Blocks moved in one batch: one array on the stack, so a flush takes no memory. */
 #define FLUSH_BATCH 64
-/* A node's depot holds up to 4 MiB: two threads' caches at their high, what a producer
- * hands a consumer between two of its refills. */
-#define DEPOT_MAX_PAGES 1024
+/* A node's depot holds at least 4 MiB (two threads' caches at their high, what a
+ * producer hands a consumer between two of its refills), more for a larger heap: an
+ * eighth of the large blocks in use, up to 32 MiB. Threads that replace blocks of 31
+ * sizes over a large live set miss their own caches often, and a miss the depot cannot
+ * serve goes to the zone, which cuts the block somewhere new: at 8-128 KiB over a 64 MiB
+ * live set, 4 MiB made 4,200 page faults per million replacements and 32 MiB 500
+ * (tools/bench/results/medium-blocks.md). */
+#define DEPOT_MIN_PAGES 1024
+#define DEPOT_MAX_PAGES 8192
+
+static uint64_t depot_max(void)
+{
+	uint64_t pages = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >>
+			 (USLUB_PAGE_SHIFT + 2);
+	return pages < DEPOT_MIN_PAGES	 ? DEPOT_MIN_PAGES
+	       : pages > DEPOT_MAX_PAGES ? DEPOT_MAX_PAGES
+					 : pages;
+}
 /* ... and gives it all back once unused for a second, as a barn does (thread/barn.c). */
 #define DEPOT_DECAY_MS 1000
 /* Flushes raise high up to 256 KiB: a consumer passes blocks on a batch at a time without
@@ -217,7 +232,7 @@ static noinline struct page_desc *refill(struct uslub_thread *t, unsigned zone, 
 	if (!d) {
 		size_t pages = (size_t)b * n;
 		d = uslub_pages_alloc_exact(zone, uslub_get_order(pages << USLUB_PAGE_SHIFT), pages,
-					    false);
+					    false, 0);
 		if (!d)
 			return NULL;
 	}
@@ -300,20 +315,20 @@ static void put_back(unsigned node, struct page_desc **batch, uint16_t *pages, u
 		hand_back(batch, pages, k);
 		return;
 	}
+	uint64_t max = depot_max();
 	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
 	for (; i < k; i++) {
 		/* Room made a quarter of the fullest bin at a time (at least what this
 		 * block needs), so a long bin is walked once for many evictions. */
-		while (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES && e < FLUSH_BATCH &&
-		       dp->bins.nonempty) {
+		while (dp->bins.pages + pages[i] > max && e < FLUSH_BATCH && dp->bins.nonempty) {
 			unsigned n = bin_fullest(&dp->bins);
-			unsigned need = (dp->bins.pages + pages[i] - DEPOT_MAX_PAGES + n - 1) / n;
+			unsigned need = (unsigned)((dp->bins.pages + pages[i] - max + n - 1) / n);
 			unsigned take = dp->bins.count[n] / 4 > need ? dp->bins.count[n] / 4 : need;
 			if (take > FLUSH_BATCH - e)
 				take = FLUSH_BATCH - e;
 			e += bin_cut_oldest(&dp->bins, n, take, out + e, out_pages + e);
 		}
-		if (dp->bins.pages + pages[i] > DEPOT_MAX_PAGES)
+		if (dp->bins.pages + pages[i] > max)
 			break;
 		bin_push(&dp->bins, batch[i], pages[i]);
 	}
