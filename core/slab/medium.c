@@ -20,9 +20,10 @@
  *    size keeps some stock, down to half of high: to the depot while it has room (a
  *    thread that frees what another allocated - producer and consumer - hands them over
  *    a batch at a time), the rest to the zones, one lock hold per zone and batch.
- *  - the depot: DEPOT_MAX_PAGES a node, under its lock. The background thread gives it
- *    all back to the zones once a pass finds it unused since the pass before (one
- *    DEPOT_DECAY_MS at least); malloc_trim at once.
+ *  - the depot: a quarter of the large blocks in use a node, 4-32 MiB (depot_max), under
+ *    its lock. The background thread gives it all back to the zones once a pass finds it
+ *    unused since the pass before (one DEPOT_DECAY_MS at least); malloc_trim at once; a
+ *    large request that would grow the heap first (large.c).
  *  - idle, exit: a thread's whole cache to the depot (thread.c, idle drain), high to its
  *    start.
  *
