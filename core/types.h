@@ -242,8 +242,11 @@ static inline struct page_test *page_test_of(const struct page_desc *d)
 /* The most objects a thread's sheaf of one cache holds (USLUB_SHEAVES). */
 #define SHEAF_MAX 28
 
-/* Blocks above this go to their own mapping (page/huge.c); the rest to the regions. */
-#define HUGE_THRESHOLD MAX_BLOCK
+/* Blocks above this go to their own mapping (page/huge.c); the rest to the regions. Up
+ * to MAX_BLOCK a block is cut from one buddy block; above, from a run of them (a big
+ * buffer, run.c): freed, its pages stay in the zone for the next one, where a mapping of
+ * its own was mapped, moved and faulted in anew (tools/bench/results/big-buffers.md). */
+#define HUGE_THRESHOLD ((size_t)32 << 20)
 
 /* ---- caches, slabs, threads ------------------------------------------------------ */
 

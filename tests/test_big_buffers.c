@@ -1,9 +1,10 @@
-/* Big buffers (core/page/huge.c, "the huge cache"): a program that replaces 5-25 MiB buffers
- * reuses freed mappings instead of faulting every page of each new one in again; calloc
- * of a reused mapping still reads zero; malloc_trim and the decay period give the cached
- * mappings back; a mapping refused under RLIMIT_AS (and, linked, at USLUB_MEM_LIMIT) first
- * gives back cached ones; linked, the heap walker's accounting holds throughout. Built linked
- * (uslub_ names) and plain (run preloaded). */
+/* Big buffers: a program that replaces 5-25 MiB buffers (spans of the large zone,
+ * core/page/run.c) reuses their pages instead of faulting every page of each new one in
+ * again; above HUGE_THRESHOLD (32 MiB) the huge cache (core/page/huge.c) reuses freed
+ * mappings: calloc of a reused mapping still reads zero; malloc_trim and the decay period
+ * give the cached mappings back; a mapping refused under RLIMIT_AS (and, linked, at
+ * USLUB_MEM_LIMIT) first gives back cached ones; linked, the heap walker's accounting holds
+ * throughout. Built linked (uslub_ names) and plain (run preloaded). */
 #include "test_util.h"
 
 #include <string.h>
@@ -83,6 +84,44 @@ static void replace_buffers(void)
 	check_heap("after the replacements");
 }
 
+/* A buffer up to HUGE_THRESHOLD is a span of the large zone: freed, its pages are the next
+ * one's, in place, with no system call; the heap walker sees it as a large block. */
+static void span_reused(void)
+{
+	tu_section("a 20 MiB buffer is cut from the zone's pages: freed and asked for again, "
+		   "the same pages, not faulted in again");
+#ifdef USLUB_PREFIXED
+	uint64_t huge0 = atomic_load(&uslub_huge_bytes);
+#endif
+	unsigned char *p = MALLOC(20 * MIB);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	memset(p, 1, 20 * MIB);
+#ifdef USLUB_PREFIXED
+	CHECK_EQ(atomic_load(&uslub_huge_bytes), huge0); /* no mapping of its own */
+#endif
+	FREE(p);
+	long faults0 = minor_faults();
+	unsigned char *q = MALLOC(20 * MIB);
+	CHECK(q == p);
+	if (q)
+		memset(q, 2, 20 * MIB);
+	long faults = minor_faults() - faults0;
+	CHECKF(faults < 64, "%ld page faults refilling a reused 20 MiB buffer", faults);
+	CHECK(USABLE_SIZE(q) >= 20 * MIB);
+	/* realloc within the span's zone: a shrink stays in place */
+	unsigned char *r = REALLOC(q, 12 * MIB);
+	CHECK(r == q);
+	if (r)
+		CHECK(r[12 * MIB - 1] == 2);
+#ifdef USLUB_PREFIXED
+	CHECK_EQ(atomic_load(&uslub_huge_bytes), huge0);
+#endif
+	check_heap("after a span");
+	FREE(r);
+}
+
 static size_t first_nonzero(const unsigned char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -96,8 +135,8 @@ static size_t first_nonzero(const unsigned char *p, size_t n)
 static void calloc_reused(void)
 {
 	tu_section("calloc of a reused huge mapping reads zero (same size, smaller, grown)");
-	static const size_t first[] = {8 * MIB, 8 * MIB, 20 * MIB, 6 * MIB};
-	static const size_t then[] = {8 * MIB, 7 * MIB, 6 * MIB, 12 * MIB};
+	static const size_t first[] = {40 * MIB, 40 * MIB, 100 * MIB, 34 * MIB};
+	static const size_t then[] = {40 * MIB, 36 * MIB, 34 * MIB, 68 * MIB};
 	for (unsigned k = 0; k < sizeof(first) / sizeof(first[0]); k++) {
 		MALLOC_TRIM(0);
 		unsigned char *p = MALLOC(first[k]);
@@ -127,17 +166,17 @@ static void calloc_reused(void)
  * the next large allocation (the huge paths look at the clock too). */
 static void give_back(void)
 {
-	enum { N = 6 };
+	enum { N = 3 };
 	tu_section("malloc_trim gives cached mappings back (resident memory drops); so does "
 		   "the next large allocation after the decay period");
 	for (int round = 0; round < 2; round++) {
 		MALLOC_TRIM(0);
 		void *p[N];
 		for (int i = 0; i < N; i++) {
-			p[i] = MALLOC(8 * MIB);
+			p[i] = MALLOC(40 * MIB);
 			CHECK(p[i] != NULL);
 			if (p[i])
-				memset(p[i], 1, 8 * MIB);
+				memset(p[i], 1, 40 * MIB);
 		}
 		for (int i = 0; i < N; i++)
 			FREE(p[i]);
@@ -150,7 +189,7 @@ static void give_back(void)
 			FREE(MALLOC(100 * 1024)); /* a large block's path looks too */
 		}
 		size_t after = tu_rss_bytes();
-		CHECKF(after + (N - 1) * 8 * MIB <= held, "%s: resident %zu MiB, then %zu MiB",
+		CHECKF(after + (N - 1) * 40 * MIB <= held, "%s: resident %zu MiB, then %zu MiB",
 		       round ? "decay" : "malloc_trim", held / MIB, after / MIB);
 	}
 	check_heap("after the give-back");
@@ -173,22 +212,22 @@ static size_t vm_size(void)
  * kernel refuses gets it from them before malloc gives up. */
 static void address_space(void)
 {
-	tu_section("RLIMIT_AS = VmSize + 20 MiB with 60 MiB cached: a 70 MiB block still "
+	tu_section("RLIMIT_AS = VmSize + 20 MiB with 80 MiB cached: a 90 MiB block still "
 		   "comes (the cache gives its address space back first)");
 	MALLOC_TRIM(0);
-	void *a = MALLOC(30 * MIB), *b = MALLOC(30 * MIB);
+	void *a = MALLOC(40 * MIB), *b = MALLOC(40 * MIB);
 	CHECK(a != NULL && b != NULL);
 	FREE(a);
 	FREE(b);
 	struct rlimit saved;
 	CHECK(getrlimit(RLIMIT_AS, &saved) == 0);
 	struct rlimit rl = saved;
-	rl.rlim_cur = vm_size() + 20 * MIB; /* the 60 MiB cached are in VmSize */
+	rl.rlim_cur = vm_size() + 20 * MIB; /* the 80 MiB cached are in VmSize */
 	CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
-	unsigned char *c = MALLOC(70 * MIB);
-	CHECKF(c != NULL, "70 MiB under RLIMIT_AS: errno %d", errno);
+	unsigned char *c = MALLOC(90 * MIB);
+	CHECKF(c != NULL, "90 MiB under RLIMIT_AS: errno %d", errno);
 	if (c) {
-		c[0] = c[70 * MIB - 1] = 1;
+		c[0] = c[90 * MIB - 1] = 1;
 		FREE(c);
 	}
 	CHECK(setrlimit(RLIMIT_AS, &saved) == 0);
@@ -205,18 +244,18 @@ static void mem_limit(void)
 		   "before a huge allocation would fail");
 	uslub_malloc_trim(0);
 	uint64_t saved = uslub_config.mem_limit;
-	uslub_config.mem_limit = atomic_load(&uslub_mapped_bytes) + 40 * MIB;
-	void *a = uslub_malloc(12 * MIB), *b = uslub_malloc(12 * MIB);
+	uslub_config.mem_limit = atomic_load(&uslub_mapped_bytes) + 100 * MIB;
+	void *a = uslub_malloc(40 * MIB), *b = uslub_malloc(40 * MIB);
 	CHECK(a != NULL && b != NULL);
 	uslub_free(a);
 	uslub_free(b);
-	CHECK(atomic_load(&uslub_huge_cached_bytes) >= 24 * MIB);
-	void *c = uslub_malloc(30 * MIB);
+	CHECK(atomic_load(&uslub_huge_cached_bytes) >= 80 * MIB);
+	void *c = uslub_malloc(90 * MIB);
 	CHECK(c != NULL);
 	CHECK(atomic_load(&uslub_mapped_bytes) <= uslub_config.mem_limit);
 	uslub_free(c);
 	errno = 0;
-	void *d = uslub_malloc(45 * MIB);
+	void *d = uslub_malloc(110 * MIB);
 	CHECK(d == NULL && errno == ENOMEM);
 	uslub_config.mem_limit = saved;
 	check_heap("at the cap");
@@ -235,8 +274,9 @@ int main(int argc, char **argv)
 	/* With almost nothing in use the cache keeps no more than 16 MiB (uslub_keep_bound),
 	 * so the tests of what it keeps hold a block in use: never touched, so it costs no
 	 * resident memory. */
-	void *ballast = MALLOC(128 * MIB);
+	void *ballast = MALLOC(512 * MIB);
 	CHECK(ballast != NULL);
+	span_reused();
 	calloc_reused();
 	give_back();
 	address_space();

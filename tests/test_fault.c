@@ -143,7 +143,7 @@ static size_t keep_size[NKEEP];
 
 static size_t keep_size_of(int i)
 {
-	static const size_t sizes[] = {8, 24, 100, 512, 3000, 8192, 20000, 300000, 5 << 20};
+	static const size_t sizes[] = {8, 24, 100, 512, 3000, 8192, 20000, 300000, 33 << 20};
 	size_t n = sizes[i % (int)(sizeof(sizes) / sizeof(sizes[0]))];
 	return n + (size_t)(i % 7);
 }
@@ -297,8 +297,8 @@ static void hog_free(void)
 /* Every entry point for sizes that need fresh pages: all must fail. */
 static void all_fail(const char *when)
 {
-	uslub_huge_cache_release(true); /* a freed huge mapping would serve 8 MiB */
-	static const size_t sizes[] = {16, 64 << 10, 1 << 20, 8 << 20};
+	uslub_huge_cache_release(true); /* a freed huge mapping would serve 40 MiB */
+	static const size_t sizes[] = {16, 64 << 10, 1 << 20, 40 << 20};
 	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		for (int e = 0; e < NR_EP; e++) {
 			unsigned long before = ep_nulls[e];
@@ -315,7 +315,7 @@ static void all_fail(const char *when)
 
 static void all_work(const char *when)
 {
-	static const size_t sizes[] = {16, 200, 64 << 10, 1 << 20, 8 << 20};
+	static const size_t sizes[] = {16, 200, 64 << 10, 1 << 20, 40 << 20};
 	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		for (int e = 0; e < NR_EP; e++) {
 			void *p = attempt((enum ep)e, sizes[s]);
@@ -376,7 +376,7 @@ static void phase_mmap_counted(void)
 	void *p[6];
 	set_plan("mmap:3");
 	for (int i = 0; i < 6; i++)
-		p[i] = attempt(EP_MALLOC, (5 << 20) + (size_t)i);
+		p[i] = attempt(EP_MALLOC, (33 << 20) + (size_t)i);
 	for (int i = 0; i < 6; i++)
 		CHECKF((p[i] == NULL) == (i == 2), "huge block %d: %p", i, p[i]);
 	for (int i = 0; i < 6; i++)
@@ -386,7 +386,7 @@ static void phase_mmap_counted(void)
 	set_plan("mmap:every:2");
 	unsigned fails = 0;
 	for (int i = 0; i < 6; i++) {
-		p[i] = attempt((enum ep)(i % NR_EP), 6 << 20);
+		p[i] = attempt((enum ep)(i % NR_EP), 34 << 20);
 		fails += p[i] == NULL;
 	}
 	CHECK_EQ(fails, 3);
@@ -404,14 +404,14 @@ static void phase_mmap_counted(void)
 static void phase_mremap(void)
 {
 	tu_section("mremap:every:1: realloc of a huge block fails with ENOMEM, block intact");
-	size_t n = 6 << 20;
+	size_t n = 34 << 20;
 	unsigned char *p = MALLOC(n);
 	CHECK(p != NULL);
 	if (!p)
 		return;
 	tu_fill(p, 0, n, 77);
 	set_plan("mremap:every:1");
-	static const size_t to[] = {12 << 20, 5 << 20, 40 << 20};
+	static const size_t to[] = {68 << 20, 33 << 20, 160 << 20};
 	for (unsigned i = 0; i < 3; i++) {
 		errno = 0;
 		void *q = REALLOC(p, to[i]);
@@ -422,7 +422,7 @@ static void phase_mremap(void)
 	}
 	CHECK_EQ(tu_verify(p, n, 77), (size_t)-1);
 	no_faults();
-	unsigned char *q = REALLOC(p, 12 << 20);
+	unsigned char *q = REALLOC(p, 68 << 20);
 	CHECK(q != NULL);
 	if (q) {
 		CHECK_EQ(tu_verify(q, n, 77), (size_t)-1);
@@ -480,7 +480,7 @@ static void phase_all_random(void)
 	for (int i = 0; i < 20000; i++) {
 		unsigned k = (unsigned)(tu_rand(&rng) % SLOTS);
 		uint64_t r = tu_rand(&rng);
-		size_t size = r % 16 == 0  ? (4 << 20) + (r >> 40) % (8 << 20)
+		size_t size = r % 16 == 0  ? (33 << 20) + (r >> 40) % (8 << 20)
 			      : r % 4 == 0 ? (r >> 32) % (512 << 10) + 1
 					   : (r >> 32) % 4000 + 1;
 		if (slot[k]) {
@@ -562,13 +562,13 @@ static int huge_table_realloc(void)
 	static void *p[256];
 	printf("test_fault huge-table: realloc of a huge block while the table's mmap fails\n");
 	for (int i = 0; i < 256; i++)
-		p[i] = MALLOC(5 << 20);
+		p[i] = MALLOC(33 << 20);
 	set_plan("mmap:1"); /* the next mmap fails; mremap still works */
-	void *q = REALLOC(p[0], 10 << 20);
+	void *q = REALLOC(p[0], 66 << 20);
 	no_faults();
 	if (q) {
 		p[0] = q;
-		CHECK(USABLE_SIZE(q) >= (10 << 20)); /* aborts when the block was forgotten */
+		CHECK(USABLE_SIZE(q) >= (66 << 20)); /* aborts when the block was forgotten */
 	}
 	for (int i = 0; i < 256; i++)
 		FREE(p[i]);
@@ -630,7 +630,7 @@ int main(int argc, char **argv)
 	keep_make(0);
 	for (int round = 0; round < 8; round++) {
 		for (int e = 0; e < NR_EP; e++) {
-			void *p = attempt((enum ep)e, (5 << 20) + (size_t)round * 4096);
+			void *p = attempt((enum ep)e, (33 << 20) + (size_t)round * 4096);
 			FREE(p);
 			malloc_trim(0);
 		}

@@ -106,6 +106,9 @@ int uslub_pages_claim(struct page_desc *d, size_t npages);
  * NULL if neither is free. */
 #define RUN_TRIES 256
 struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned tries);
+/* A run of npages (more than a MAX_BLOCK) free pages of zone `node`, claimed: warm free
+ * pages first, then cold ones, then the zone grown for it. NULL, ENOMEM. */
+struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages);
 /* npages out of a block of 2^order taken as uslub_pages_alloc does with `gfp` (growing
  * the heap if need be, unless GFP_NOGROW), the rest given back; unless `aligned`, moved
  * back over free pages right before the block, so blocks carved one after another lie

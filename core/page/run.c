@@ -3,7 +3,10 @@
  * free pages in place (a large block grown by realloc). */
 #include "page/page.h"
 
+#include "os/options.h"
 #include "os/vg.h"
+
+#include <errno.h>
 
 /* Takes pages [d, d + npages), all free, out of zone n's lists, giving back what the
  * free blocks holding them have outside the range; the lock is held. -1 if a page is not
@@ -227,4 +230,89 @@ struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t 
 		n->large_next = start + npages;
 	pthread_mutex_unlock(&n->lock);
 	return start;
+}
+
+/* ---- spans: blocks larger than the largest buddy block ---------------------------- */
+
+/* Whether the free blocks over [h, h + npages) are all cold (never touched, or handed
+ * back): calloc need not clear such a block. Under the lock; all the pages are free. */
+static bool span_cold(struct page_desc *h, size_t npages)
+{
+	for (size_t i = 0; i < npages;) {
+		struct page_desc *b = uslub_free_block_of(h + i);
+		if (!(b->flags & PF_COLD))
+			return false;
+		i = (size_t)(b + (1UL << b->order) - h);
+	}
+	return true;
+}
+
+static struct page_desc *span_claim(struct uslub_node *n, struct page_desc *h, size_t npages)
+{
+	bool cold = span_cold(h, npages);
+	claim_locked(n, h, npages);
+	n->runs++;
+	h->flags = cold ? PF_COLD : 0;
+	h->order = USLUB_MAX_ORDER;
+	return h;
+}
+
+/* Where the free pages that hold free block h begin: those right before it too. */
+static struct page_desc *span_start(struct page_desc *h)
+{
+	return h - free_before(h);
+}
+
+/* A big buffer's pages come from free memory first: the lowest run of free pages that
+ * holds npages, among those starting at up to RUN_TRIES free blocks (largest first).
+ * Address order packs buffers low and leaves the free memory above them in one piece;
+ * the first run found instead left holes too short for the next buffer, and the heap
+ * grew past them (malloc_large's peak RSS 541 MiB against 502; best fit 508). Then the
+ * zone grows at the top of its newest region, a block at a time, until the free pages
+ * there reach npages. A program that replaces such buffers so reuses the pages it has:
+ * a mapping of its own for each, mapped, moved by mremap and faulted in anew, cost 15-40
+ * us a page on this VM (tools/bench/results/big-buffers.md). */
+struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages)
+{
+	struct uslub_node *n = &uslub_nodes[node];
+	struct page_desc *h, *best = NULL, *d = NULL;
+	bool reclaimed = false;
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+again:
+	for (unsigned o = USLUB_MAX_ORDER + 1, tries = 0; o-- > 0 && tries < RUN_TRIES;)
+		cds_list_for_each_entry(h, &n->free_area[o], list)
+		{
+			if (++tries > RUN_TRIES)
+				break;
+			struct page_desc *start = span_start(h);
+			if ((!best || start < best) && run_length(start, npages) >= npages)
+				best = start;
+		}
+	if (best)
+		d = span_claim(n, best, npages);
+	/* Each step is at most a MAX_BLOCK; a new region (the old one full) starts over. */
+	for (size_t steps = (npages >> USLUB_MAX_ORDER) + 2; !d && steps; steps--) {
+		if (uslub_grow(n, USLUB_MAX_ORDER) != 0)
+			break;
+		struct region *r = n->regions;
+		struct page_desc *last = uslub_free_block_of((struct page_desc *)r + r->grown - 1);
+		if (last && run_length(span_start(last), npages) >= npages)
+			d = span_claim(n, span_start(last), npages);
+	}
+	if (!d && !reclaimed && uslub_config.mem_limit) {
+		/* At the cap, free memory still counts against it: handed back (what the
+		 * steps above grew too), it makes room, as uslub_pages_alloc reclaims. */
+		n->reclaims++;
+		pthread_mutex_unlock(&n->lock);
+		uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
+		uslub_release_blocks(LARGE_ZONE(node % MAX_NODES), 0, RELEASE_ALL);
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+		reclaimed = true;
+		best = NULL;
+		goto again;
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (!d)
+		errno = ENOMEM;
+	return d;
 }

@@ -94,13 +94,25 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	}
 	if (align_order > order)
 		order = align_order;
-	if (order > USLUB_MAX_ORDER)
+	/* A block larger than the largest buddy block is a span of them (a big buffer);
+	 * aligned beyond a page, or past HUGE_THRESHOLD, it is a mapping of its own. */
+	bool span = order > USLUB_MAX_ORDER;
+	if (span && (align_order || size > HUGE_THRESHOLD))
 		return uslub_huge_alloc(size, align, zero);
 	uslub_huge_cache_tick();
 	unsigned zone = large_zone_of(t->node, npages);
+	struct page_desc *d;
+	if (span) {
+		/* The zone cannot grow (a cap, RLIMIT_AS): a mapping may still fit. */
+		d = uslub_pages_alloc_span(zone, npages);
+		if (!d)
+			return uslub_huge_alloc(size, align, zero);
+		order = USLUB_MAX_ORDER;
+	}
 	/* What the zone has first, in one block or in neighbouring pieces; only then may the
 	 * heap grow (or the other zone lend a block). An aligned block must be one block. */
-	struct page_desc *d = align_order ? NULL : uslub_pages_alloc_run(zone, npages, RUN_TRIES);
+	else
+		d = align_order ? NULL : uslub_pages_alloc_run(zone, npages, RUN_TRIES);
 	if (!d) {
 		/* Before the heap grows for it, the medium-block caches go back to the zones:
 		 * blocks held there keep the free memory around them from merging into the
