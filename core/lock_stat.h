@@ -47,7 +47,7 @@ static inline void uslub_lock_waited(enum uslub_lock_kind k)
 
 /* Reads of the lock word before a try: a held lock is watched in the cache, not bounced
  * between the waiters' caches by compare-and-swaps (glibc's adaptive mutexes spin so). */
-#define USLUB_LOCK_SPINS 256
+#define USLUB_LOCK_SPINS 64
 
 void uslub_lock_contended(pthread_mutex_t *m, enum uslub_lock_kind k);
 
