@@ -69,16 +69,11 @@ void uslub_free_ptr_slow(void *p, const struct uslub_ptr *ptr, const char *op, v
 	free_classified(p, ptr, op, caller);
 }
 
-/* free reaches here by a tail call from the inline fast path (api.h): the return address
- * is the program's call site, which USLUB_DEBUG=U records. */
-void uslub_free_slow(void *p, struct page_desc *d)
+/* Everything free's fast path and the medium cache's hit do not take: out of line, so the
+ * hit pays for none of its registers. */
+static noinline void free_general(void *p, struct page_desc *d, void *caller)
 {
 	if (!p)
-		return;
-	/* A medium block the thread's cache takes as it is: a live block's start (the
-	 * classification's two tests for a large block) is all a hit needs. */
-	if (d && d->kind == PAGE_LARGE && p == page_address(d) &&
-	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && uslub_medium_free_hit(d))
 		return;
 	/* An object of a cache with a constructor or TYPESAFE_BY_RCU lies behind the
 	 * engine's free pointer and mark (types.h, user_off): free() of it frees the slot. */
@@ -86,5 +81,18 @@ void uslub_free_slow(void *p, struct page_desc *d)
 		p = (char *)p - uslub_caches[d->cls].user_off;
 	struct uslub_ptr ptr;
 	uslub_classify(p, d, "free", 0, &ptr);
-	free_classified(p, &ptr, "free", __builtin_return_address(0));
+	free_classified(p, &ptr, "free", caller);
+}
+
+/* free reaches here by a tail call from the inline fast path (api.h): the return address
+ * is the program's call site, which USLUB_DEBUG=U records. */
+void uslub_free_slow(void *p, struct page_desc *d)
+{
+	/* A medium block the thread's cache takes as it is: a live block's start (the
+	 * classification's two tests for a large block) is all a hit needs. NULL has no
+	 * block (d is NULL). */
+	if (likely(d) && d->kind == PAGE_LARGE && p == page_address(d) &&
+	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && uslub_medium_free_hit(d))
+		return;
+	free_general(p, d, __builtin_return_address(0));
 }
