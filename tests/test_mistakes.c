@@ -314,12 +314,19 @@ static const struct mistake zero[] = {
      NULL},
 };
 
-/* Huge blocks (8 MiB, a mapping of their own) under USLUB_DEBUG=1: the mapping holds a red
- * zone after the request, checked at free and by the sweep (table index 3). */
+/* Huge blocks (8 MiB, a mapping of their own) under USLUB_DEBUG=1: the mapping holds a page
+ * of red zone before the block and red zone after the request, checked at free and by the
+ * sweep (table index 3); the report gives the offset before the block. */
 #define HUGE_SIZE ((size_t)8 << 20)
 static const struct mistake huge[] = {
     {"overflow by 1, then free", m_overflow1, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
     {"overflow by 32, then free", m_overflow32, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
+    {"underflow by 1, then free", m_underflow1, 0, SMALL, NULL, "@offset=-1, before the block", 0,
+     "BUG huge block (uslub): Redzone overwritten"},
+    {"underflow by 32, then free", m_underflow32, 0, SMALL, NULL, "@offset=-32, before the block",
+     0, "BUG huge block (uslub): Redzone overwritten"},
+    {"memcpy 32 before, kept to exit", m_memcpy_under, 0, SMALL, NULL, "Found in exit()", 0,
+     "@offset=-32, before the block"},
     {"overflow by 1, kept to exit", m_overflow_kept, 0, SMALL, NULL, "Found in exit()", 0, NULL},
     {"memcpy 32 past, kept to exit", m_memcpy_over, 0, SMALL, NULL, "Found in exit()", 0, NULL},
     {"overflow by 1, then malloc_trim", m_overflow_trim, 0, SMALL, NULL, "Found in malloc_trim()",
