@@ -156,6 +156,15 @@ static void m_uaf_write_malloc(size_t n)
 	launder(malloc(n));
 }
 
+/* A write after free once malloc_trim has handed the freed memory back to the OS. */
+static void m_uaf_trim(size_t n)
+{
+	char *p = malloc(n);
+	free(p);
+	malloc_trim(0);
+	poke(p, 0);
+}
+
 /* The block freed is asked for again at once; a write through the old pointer then lands
  * in the new block, unless the quarantine holds the freed one back. */
 static void m_uaf_reuse(size_t n)
@@ -247,6 +256,8 @@ static const struct mistake mistakes[] = {
     {"write after free, then exit", m_uaf_write, 0, ALL, NULL, "Poison overwritten", 0, NULL},
     {"write after free, then malloc", m_uaf_write_malloc, 0, ALL, NULL, "Poison overwritten", 0,
      NULL},
+    {"write after free, malloc_trim, then write", m_uaf_trim, 0, SMALL | PAGE, NULL,
+     "Poison overwritten", LARGE, NULL},
     {"write after free into a reused block", m_uaf_reuse, 0, ALL, NULL, "Poison overwritten", 0,
      "reused: no"},
     {"double free", m_double_free, ALL, ALL, "double free", "double free", 0, NULL},

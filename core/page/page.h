@@ -30,6 +30,7 @@ struct uslub_node {
 	uint64_t warm_free_pages; /* free and probably resident */
 	/* Decay (decay.c, section 6), under the lock but for decay_last. */
 	uint64_t released_free_pages;	  /* free, and handed back to the OS after use */
+	uint64_t released_blocks;	  /* ... in so many blocks (stored atomically) */
 	uint64_t reuse_high[DECAY_STEPS]; /* per step: highest level of used free memory */
 	uint64_t reuse[DECAY_STEPS];	  /* per step: most of it taken again since a high */
 	uint64_t reuse_window_high;	  /* the highest of reuse_high */
