@@ -57,9 +57,10 @@ static bool no_block_free(void *p, size_t size, size_t span, size_t lead, struct
 	return false;
 }
 
-static void no_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size, size_t span)
+static void no_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size, size_t span,
+			    size_t lead)
 {
-	(void)p, (void)q, (void)old, (void)old_span, (void)size, (void)span;
+	(void)p, (void)q, (void)old, (void)old_span, (void)size, (void)span, (void)lead;
 }
 
 static void no_event(void)

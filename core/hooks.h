@@ -40,14 +40,15 @@ struct uslub_hooks {
 			      const char *what, const void *p);
 	/* ---- large and huge blocks under a checker (debug/) ---- */
 	/* A block of `size` bytes asked for at p, in `span` bytes of pages from p, with `lead`
-	 * bytes of red zone before p (a page, or 0). block_free is given the large block's
+	 * bytes of red zone before p (a page, or 0; a huge block's keeps its lead when mremap
+	 * moves it). block_free is given the large block's
 	 * descriptor (NULL: a huge block): true when the observer keeps the block (the
 	 * quarantine) and hands it back later itself (uslub_large_release). */
 	void (*block_alloc)(void *p, size_t size, size_t span, size_t lead, bool zeroed);
 	void (*block_check)(void *p, size_t size, size_t span, size_t lead, const char *op);
 	bool (*block_free)(void *p, size_t size, size_t span, size_t lead, struct page_desc *d);
 	void (*block_resize)(void *p, void *q, size_t old, size_t old_span, size_t size,
-			     size_t span);
+			     size_t span, size_t lead);
 	/* ---- the background thread (replenish/) ---- */
 	/* Start the thread if one is due: called at safe points, with no lock held. */
 	void (*background_start)(void);

@@ -4,11 +4,14 @@
  * mappings: calloc of a reused mapping still reads zero; malloc_trim and the decay period
  * give the cached mappings back; a mapping refused under RLIMIT_AS (and, linked, at
  * USLUB_MEM_LIMIT) first gives back cached ones; linked, the heap walker's accounting holds
- * throughout. Built linked (uslub_ names) and plain (run preloaded). */
+ * throughout; realloc,
+ * memalign and fork keep huge blocks' bytes (also under USLUB_DEBUG=FZP, where each has red
+ * zones before and after it). Built linked (uslub_ names) and plain (run preloaded). */
 #include "test_util.h"
 
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #ifdef USLUB_PREFIXED
@@ -235,6 +238,96 @@ static void address_space(void)
 	check_heap("under RLIMIT_AS");
 }
 
+/* p holds n bytes of `seed`'s pattern from its start. */
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i += 4096)
+		p[i] = (unsigned char)(seed + i / 4096);
+	p[n - 1] = (unsigned char)seed;
+}
+
+static int holds(const unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i += 4096)
+		if (p[i] != (unsigned char)(seed + i / 4096))
+			return 0;
+	return 1;
+}
+
+/* The usable size: the request under USLUB_DEBUG (checkers see the request), at least it
+ * otherwise. Under Z or P a huge block begins a page into its mapping (page/huge.c). */
+static int usable_ok(void *p, size_t n)
+{
+	const char *d = getenv("USLUB_DEBUG");
+	return d && *d && strcmp(d, "0") ? USABLE_SIZE(p) == n : USABLE_SIZE(p) >= n;
+}
+
+/* A huge block keeps its bytes and its size through realloc - in place, grown (mremap,
+ * which may move it), shrunk, to a span and to a large block and back - and memalign and
+ * posix_memalign give aligned huge blocks; a forked child works on its copies. Run by default and
+ * under USLUB_DEBUG=FZP (meson.build), where each block has red zones before and after it that
+ * malloc_trim's sweep and every free check: a layout that broke them would abort. */
+static void keep_contents(void)
+{
+	tu_section("huge blocks through realloc (same pages, grown, shrunk, to a 20 MiB span, to "
+		   "100 KiB and back), memalign up to 2 MiB and fork: bytes, usable size and red "
+		   "zones kept");
+	size_t n = 33 * MIB + 100;
+	unsigned char *p = MALLOC(n);
+	CHECK(p != NULL && usable_ok(p, n));
+	fill(p, n, 1);
+	static const size_t steps[] = {33 * MIB + 200, 48 * MIB, 20 * MIB, 100 * 1024, 34 * MIB};
+	size_t kept = n;
+	for (unsigned k = 0; p && k < sizeof(steps) / sizeof(steps[0]); k++) {
+		size_t m = steps[k];
+		unsigned char *q = REALLOC(p, m);
+		CHECKF(q != NULL, "realloc to %zu", m);
+		if (!q)
+			break;
+		p = q;
+		kept = kept < m ? kept : m;
+		CHECKF(holds(p, kept - 1, 1), "realloc to %zu: bytes lost", m);
+		CHECKF(usable_ok(p, m), "realloc to %zu: usable %zu", m, USABLE_SIZE(p));
+		fill(p, m, 1);
+		kept = m;
+		MALLOC_TRIM(0); /* under Z: the sweep */
+	}
+	static const size_t aligns[] = {64, 4096, 2 * MIB};
+	for (unsigned k = 0; k < sizeof(aligns) / sizeof(aligns[0]); k++) {
+		void *a = NULL;
+		CHECK(POSIX_MEMALIGN(&a, aligns[k], n) == 0 && a != NULL);
+		CHECKF(a && (uintptr_t)a % aligns[k] == 0 && usable_ok(a, n),
+		       "posix_memalign(%zu, %zu): %p, usable %zu", aligns[k], n, a,
+		       a ? USABLE_SIZE(a) : 0);
+		if (a)
+			fill(a, n, 2);
+		unsigned char *q = REALLOC(a, 2 * n);
+		CHECK(q != NULL && holds(q, n - 1, 2) && usable_ok(q, 2 * n));
+		FREE(q);
+	}
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int ok = p && holds(p, kept - 1, 1);
+		unsigned char *q = ok ? REALLOC(p, 48 * MIB) : NULL;
+		ok = q && holds(q, kept - 1, 1) && usable_ok(q, 48 * MIB);
+		FREE(q);
+		q = MALLOC(n);
+		if (q)
+			fill(q, n, 3);
+		FREE(q);
+		MALLOC_TRIM(0);
+		_exit(ok ? 0 : 1);
+	}
+	int status = -1;
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %#x", status);
+	CHECK(p && holds(p, kept - 1, 1));
+	FREE(p);
+	MALLOC_TRIM(0);
+	check_heap("after realloc, memalign and fork");
+}
+
 #ifdef USLUB_PREFIXED
 /* At the cap, a cached mapping counts: a new block that needs room gets it from the
  * cache before ENOMEM. */
@@ -280,6 +373,7 @@ int main(int argc, char **argv)
 	calloc_reused();
 	give_back();
 	address_space();
+	keep_contents();
 #ifdef USLUB_PREFIXED
 	mem_limit();
 #endif

@@ -156,6 +156,15 @@ static void m_uaf_write_malloc(size_t n)
 	launder(malloc(n));
 }
 
+/* A write after free once malloc_trim has handed the freed memory back to the OS. */
+static void m_uaf_trim(size_t n)
+{
+	char *p = malloc(n);
+	free(p);
+	malloc_trim(0);
+	poke(p, 0);
+}
+
 /* The block freed is asked for again at once; a write through the old pointer then lands
  * in the new block, unless the quarantine holds the freed one back. */
 static void m_uaf_reuse(size_t n)
@@ -247,6 +256,8 @@ static const struct mistake mistakes[] = {
     {"write after free, then exit", m_uaf_write, 0, ALL, NULL, "Poison overwritten", 0, NULL},
     {"write after free, then malloc", m_uaf_write_malloc, 0, ALL, NULL, "Poison overwritten", 0,
      NULL},
+    {"write after free, malloc_trim, then write", m_uaf_trim, 0, SMALL | PAGE, NULL,
+     "Poison overwritten", LARGE, NULL},
     {"write after free into a reused block", m_uaf_reuse, 0, ALL, NULL, "Poison overwritten", 0,
      "reused: no"},
     {"double free", m_double_free, ALL, ALL, "double free", "double free", 0, NULL},
@@ -314,12 +325,19 @@ static const struct mistake zero[] = {
      NULL},
 };
 
-/* Huge blocks (8 MiB, a mapping of their own) under USLUB_DEBUG=1: the mapping holds a red
- * zone after the request, checked at free and by the sweep (table index 3). */
-#define HUGE_SIZE ((size_t)8 << 20)
+/* Huge blocks (40 MiB, a mapping of their own) under USLUB_DEBUG=1: the mapping holds a page
+ * of red zone before the block and red zone after the request, checked at free and by the
+ * sweep (table index 3); the report gives the offset before the block. */
+#define HUGE_SIZE ((size_t)40 << 20)
 static const struct mistake huge[] = {
     {"overflow by 1, then free", m_overflow1, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
     {"overflow by 32, then free", m_overflow32, 0, SMALL, NULL, "Redzone overwritten", 0, NULL},
+    {"underflow by 1, then free", m_underflow1, 0, SMALL, NULL, "@offset=-1, before the block", 0,
+     "BUG huge block (uslub): Redzone overwritten"},
+    {"underflow by 32, then free", m_underflow32, 0, SMALL, NULL, "@offset=-32, before the block",
+     0, "BUG huge block (uslub): Redzone overwritten"},
+    {"memcpy 32 before, kept to exit", m_memcpy_under, 0, SMALL, NULL, "Found in exit()", 0,
+     "@offset=-32, before the block"},
     {"overflow by 1, kept to exit", m_overflow_kept, 0, SMALL, NULL, "Found in exit()", 0, NULL},
     {"memcpy 32 past, kept to exit", m_memcpy_over, 0, SMALL, NULL, "Found in exit()", 0, NULL},
     {"overflow by 1, then malloc_trim", m_overflow_trim, 0, SMALL, NULL, "Found in malloc_trim()",

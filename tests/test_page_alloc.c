@@ -1,7 +1,8 @@
 /* The buddy page allocator: split and coalesce keep its invariants (every free block
  * naturally aligned, marked in its first descriptor, no two free buddies left apart,
  * counts matching the lists), freeing everything restores the free lists exactly,
- * claiming a range takes just those pages, and released memory reads back as zero. */
+ * claiming a range takes just those pages, and released memory reads back as zero and is
+ * inaccessible until it is handed out again. */
 #include "thread/thread.h"
 #include "os/os.h"
 #include "test_util.h"
@@ -188,6 +189,99 @@ static void release_to_os(void)
 	uslub_pages_free(again, 8);
 }
 
+/* Whether the kernel can read p's byte (into a pipe, and back): a page made inaccessible
+ * (PROT_NONE) gives EFAULT, without a signal. */
+static int readable(const void *p)
+{
+	static int fds[2] = {-1, -1};
+	char c;
+	if (fds[0] < 0 && pipe(fds) != 0)
+		return -1;
+	if (write(fds[1], p, 1) != 1)
+		return 0;
+	return read(fds[0], &c, 1) == 1;
+}
+
+/* A block handed back is inaccessible until it is handed out again (decay.c, section 8):
+ * taken whole, merged with a buddy that was not handed back, cut into by a claim. At most
+ * PROTECT_BLOCKS (2048) released blocks, in all zones, are made inaccessible: the mappings
+ * they split off stay bounded. */
+static void released_inaccessible(void)
+{
+	tu_section("released blocks inaccessible until taken, merged or claimed; at most 2048 "
+		   "in all");
+	struct page_desc *d = uslub_pages_alloc(0, 8, 0);
+	CHECK(d != NULL);
+	if (!d)
+		return;
+	char *p = page_address(d);
+	memset(p, 1, USLUB_PAGE_SIZE << 8);
+	uslub_pages_free(d, 8);
+	uslub_pages_release(0, 0);
+	CHECKF(!readable(p) && !readable(p + (USLUB_PAGE_SIZE << 8) - 1),
+	       "a block handed back is inaccessible");
+	struct page_desc *again = uslub_pages_alloc(0, 8, 0);
+	CHECK(again != NULL);
+	if (!again)
+		return;
+	char *q = page_address(again);
+	CHECKF(readable(q) && readable(q + (USLUB_PAGE_SIZE << 8) - 1),
+	       "accessible once handed out");
+	memset(q, 2, USLUB_PAGE_SIZE << 8);
+	/* Half of it handed back, then the other half freed: the merged block is not
+	 * released, so all of it is accessible. */
+	uslub_pages_free_range(again, 128);
+	uslub_pages_release(0, 0);
+	CHECKF(!readable(q), "the first half, handed back, is inaccessible");
+	uslub_pages_free_range(again + 128, 128);
+	CHECKF(readable(q) && readable(q + (USLUB_PAGE_SIZE << 7)),
+	       "merged with a half not handed back: accessible");
+	CHECKF(uslub_pages_check(0) == 0, "after the merge");
+	/* A claim cutting into a released block: the whole block accessible again. */
+	struct page_desc *e = uslub_pages_alloc(0, 4, 0);
+	CHECK(e != NULL);
+	if (e) {
+		uslub_pages_free(e, 4);
+		uslub_pages_release(0, 0);
+		CHECK(!readable(page_address(e)));
+		/* Refused, the claim fails and the block stays as it was. */
+		uslub_os_fail(0, 1);
+		CHECKF(uslub_pages_claim(e + 2, 3) != 0, "a claim the OS refuses fails");
+		uslub_os_fail(0, 0);
+		struct page_desc *h = uslub_free_block_of(e + 2);
+		CHECKF(h == e && (h->flags & PF_RELEASED) && uslub_pages_check(0) == 0,
+		       "... and leaves the released block free and whole");
+		CHECK(uslub_pages_claim(e + 2, 3) == 0);
+		CHECKF(readable(page_address(e)) && readable(page_address(e + 15)),
+		       "a claim makes the released block it cuts into accessible");
+		memset(page_address(e + 2), 3, 3 * USLUB_PAGE_SIZE);
+		uslub_pages_free_range(e + 2, 3);
+	}
+	CHECKF(uslub_pages_check(0) == 0, "after the claim");
+	/* 2500 released blocks apart from each other: no more than 2048 inaccessible. */
+	enum { N = 5000 };
+	static struct page_desc *pg[N];
+	int n = 0;
+	while (n < N && (pg[n] = uslub_pages_alloc(0, 0, 0)))
+		memset(page_address(pg[n++]), 1, USLUB_PAGE_SIZE);
+	for (int i = 0; i < n; i += 2)
+		uslub_pages_free(pg[i], 0);
+	uslub_pages_release(0, 0);
+	int closed = 0, released = 0;
+	for (int i = 0; i < n; i += 2) {
+		struct page_desc *h = uslub_free_block_of(pg[i]);
+		if (h && (h->flags & PF_RELEASED)) {
+			released++;
+			closed += !readable(page_address(pg[i]));
+		}
+	}
+	CHECKF(released > 2048 && closed > 0 && closed <= 2048,
+	       "%d released pages apart, %d inaccessible", released, closed);
+	for (int i = 1; i < n; i += 2)
+		uslub_pages_free(pg[i], 0);
+	CHECKF(uslub_pages_check(0) == 0, "everything back");
+}
+
 static void os_failure(void)
 {
 	/* Exhaust what is free, then make the OS refuse: allocation fails with ENOMEM and
@@ -299,6 +393,7 @@ int main(void)
 	free_range_and_claim();
 	large_runs();
 	release_to_os();
+	released_inaccessible();
 	os_failure();
 	clock_from_vdso();
 	lock_contention();

@@ -2,8 +2,9 @@
  * the request (USLUB_DEBUG=Z), the poison and quarantine of freed large blocks (P, Q),
  * and what memcheck and ASan are told.
  *
- * A guarded large block (PF_GUARD, slab/large.c) has a page before it. Its first bytes
- * are a header the sweep reads, the rest red zone:
+ * A guarded large block (PF_GUARD, slab/large.c) has a page before it, and so has a huge
+ * block under Z or P (page/huge.c). Its first bytes are a header the sweep reads, the
+ * rest red zone:
  *
  *     word 0   ready: the page's address ^ HDR_LIVE or ^ HDR_HELD, 0 while it changes
  *     word 1   generation, new at each publication
@@ -13,7 +14,9 @@
  * The sweep (sweep.c) runs beside the block's thread, holding the zone lock, so the pages
  * cannot go back meanwhile; it counts a look only when ready and generation read the same
  * before and after it, as it does for slabs. An owner unpublishes (swaps in 0, a full
- * barrier) before it changes red zones, request or poison, and publishes again after. */
+ * barrier) before it changes red zones, request or poison, and publishes again after. A
+ * huge block's header is written the same way, though its sweep holds huge_lock, under
+ * which every change of a huge block is made: the checks of both kinds are one. */
 #include "debug/debug.h"
 #include "debug/report.h"
 
@@ -123,7 +126,7 @@ void uslub_debug_block_check(void *p, size_t size, size_t span, size_t lead, con
 bool uslub_debug_block_free(void *p, size_t size, size_t span, size_t lead, struct page_desc *d)
 {
 	uslub_debug_block_check(p, size, span, lead, "free");
-	if (lead) {
+	if (lead && d) {
 		uint64_t *h = hdr_of(p, lead);
 		unpublish(h);
 		if (uslub_block_debug & DBG_POISON) {
@@ -199,20 +202,19 @@ void uslub_debug_block_sweep(struct page_desc *d, const char *op)
 }
 
 void uslub_debug_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size,
-			      size_t span)
+			      size_t span, size_t lead)
 {
 	char *b = q;
-	/* A guarded block is resized in place only (slab/large.c): its header follows. */
-	struct page_desc *d = q == p && region_of(p) ? page_desc_of(p)->head : NULL;
-	size_t lead = d ? uslub_large_lead(d) : 0;
-	if (lead)
+	/* A guarded large block is resized in place only (slab/large.c); a huge one's lead
+	 * moves with it, its header now at an address that does not match it. */
+	if (lead && q == p)
 		unpublish(hdr_of(p, lead));
 	if ((uslub_block_debug & DBG_REDZONE) || lead) {
 		mem_open(b + size, span - size);
 		memset(b + size, RED_ACTIVE, span - size);
 	}
 	if (lead)
-		publish(hdr_of(p, lead), HDR_LIVE, size);
+		publish(hdr_of(q, lead), HDR_LIVE, size);
 	if ((uslub_block_debug & DBG_VALGRIND) && q == p) {
 		vg_resize(p, old, size);
 	} else if (uslub_block_debug & DBG_VALGRIND) {

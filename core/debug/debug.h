@@ -234,18 +234,21 @@ size_t uslub_debug_requested(struct uslub_cache *c, void *object);
  * uslub_block_debug (hooks.h) names. */
 
 /* A new block; `zeroed`: its bytes read as zero already (calloc of fresh pages). `lead`:
- * bytes of red zone before p (a guarded large block's first page, slab/large.c). */
+ * bytes of red zone before p (a guarded large block's first page, slab/large.c, or a huge
+ * block's, page/huge.c). */
 void uslub_debug_block_alloc(void *p, size_t size, size_t span, size_t lead, bool zeroed);
 /* Z: the red zones before and after the request are intact, else a report names the
  * block and the program stops. `op` names the call. */
 void uslub_debug_block_check(void *p, size_t size, size_t span, size_t lead, const char *op);
-/* The block goes back (its red zones checked, poisoned with P): true when
- * the quarantine (Q) keeps large block d, to release it later. */
+/* The block goes back (its red zones checked; a large one poisoned with P): true when
+ * the quarantine (Q) keeps large block d, to release it later. d is NULL for a huge
+ * block, which goes to the huge cache or the OS, where no check would read a poison. */
 bool uslub_debug_block_free(void *p, size_t size, size_t span, size_t lead, struct page_desc *d);
 /* The block at p (old bytes asked for in old_span) is now at q (p, or where mremap moved
- * it) with `size` in `span`; the caller checked its red zone before changing it. */
+ * it) with `size` in `span` and `lead` before it; the caller checked its red zones before
+ * changing them. */
 void uslub_debug_block_resize(void *p, void *q, size_t old, size_t old_span, size_t size,
-			      size_t span);
+			      size_t span, size_t lead);
 /* The sweep's look at a guarded large block d, under its zone's lock (sweep.c): the red
  * zones of a live one, the poison of one the quarantine holds. */
 void uslub_debug_block_sweep(struct page_desc *d, const char *op);

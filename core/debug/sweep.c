@@ -174,24 +174,13 @@ static size_t sweep_region(struct uslub_node *n, struct region *r, size_t from, 
 	return i < grown ? i : 0;
 }
 
-/* A huge block's red zone after its request, under huge_lock (page/huge.c). */
-static void check_huge(void *p, size_t size, size_t len, const char *op)
-{
-	const unsigned char *bad = uslub_debug_first_not((char *)p + size, len - size, RED_ACTIVE);
-	if (bad) {
-		uslub_debug_op = op;
-		uslub_debug_caller = NULL;
-		uslub_debug_report_block(p, size, len, "Redzone overwritten", bad);
-	}
-}
-
 void uslub_debug_sweep(const char *op, size_t pages)
 {
 	if (!uslub_debug_sweep_wanted || (pages && !BACKGROUND_SWEEP))
 		return;
 	/* Huge blocks are few, and their red zones a page or two: all of them each time. */
 	if ((uslub_block_debug & DBG_REDZONE) && uslub_block_pad)
-		uslub_huge_sweep(check_huge, op);
+		uslub_huge_sweep(uslub_debug_block_check, op); /* under huge_lock */
 	unsigned nr_nodes = uslub_nr_nodes < MAX_NODES ? uslub_nr_nodes : MAX_NODES;
 	if (!pages) {
 		for (unsigned z = 0; z < NR_ZONES; z++)

@@ -172,6 +172,17 @@ int uslub_os_release(void *addr, size_t size)
 	return 0;
 }
 
+int uslub_os_protect(void *addr, size_t size, bool access)
+{
+	int saved = errno;
+	if (uslub_os_injected_failure(FAULT_MADVISE))
+		return -1;
+	if (mprotect(addr, size, access ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
+		return -1;
+	errno = saved;
+	return 0;
+}
+
 void uslub_os_write(int fd, const char *buf, size_t len)
 {
 	int saved = errno;

@@ -42,6 +42,9 @@ void *uslub_os_map(size_t size);
 void *uslub_os_remap(void *addr, size_t old_size, size_t new_size);
 /* Hand pages back: afterwards they read as zero and are not resident. */
 int uslub_os_release(void *addr, size_t size);
+/* mprotect: no access, or read and write again; -1 when refused (a mapping split past
+ * vm.max_map_count). USLUB_FAULT counts it as a madvise: both change what pages are. */
+int uslub_os_protect(void *addr, size_t size, bool access);
 
 /* Bind a range's future pages to a NUMA node (libnuma's mbind, MPOL_PREFERRED). */
 int uslub_os_bind(void *addr, size_t size, unsigned node);

@@ -45,8 +45,11 @@ static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned orde
 	d->owner = NULL;
 	if (flags & PF_COLD) {
 		cds_list_add_tail(&d->list, &n->free_area[order]);
-		if (flags & PF_RELEASED)
+		if (flags & PF_RELEASED) {
 			n->released_free_pages += 1UL << order;
+			__atomic_store_n(&n->released_blocks, n->released_blocks + 1,
+					 __ATOMIC_RELAXED);
+		}
 	} else {
 		cds_list_add(&d->list, &n->free_area[order]);
 		n->warm_free_pages += 1UL << order;
@@ -72,8 +75,36 @@ void uslub_list_remove(struct uslub_node *n, struct page_desc *d)
 		n->nr_warm[order]--;
 	} else if (d->flags & PF_RELEASED) {
 		n->released_free_pages -= 1UL << order;
+		__atomic_store_n(&n->released_blocks, n->released_blocks - 1, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
+}
+
+/* Halves d and b of one order to merge, one of them handed back to the OS (released:
+ * uncounted, and maybe inaccessible, decay.c) and the other not; under the lock. Merged
+ * halves are released only if both are. So the released half is counted as mapped again
+ * and made accessible; where the OS refuses that, or a cap is set (where the figure must
+ * stay exact), the other half goes back to the OS too. d's flags as merged, or -1 where
+ * neither could be done (the two then stay apart). Out of line: the merge loop is on
+ * every free's way. */
+static noinline int merge_released(struct uslub_node *n, struct page_desc *d, struct page_desc *b,
+				   unsigned order, unsigned flags)
+{
+	struct page_desc *warm = (flags & PF_RELEASED) ? b : d;
+	struct page_desc *gone = warm == b ? d : b;
+	bool open = !uslub_config.mem_limit &&
+		    uslub_os_protect(page_address(gone), block_bytes(order), true) == 0;
+	if (!open && uslub_os_release(page_address(warm), block_bytes(order)) == 0) {
+		atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(order));
+		__atomic_fetch_add(&n->released_bytes, block_bytes(order), __ATOMIC_RELAXED);
+		b->flags |= PF_RELEASED | PF_COLD;
+		return (int)(flags | PF_RELEASED | PF_COLD);
+	}
+	if (!open && (!uslub_config.mem_limit ||
+		      uslub_os_protect(page_address(gone), block_bytes(order), true) != 0))
+		return -1;
+	uslub_mapped_add(block_bytes(order));
+	return (int)flags;
 }
 
 /* Put one naturally aligned block back and merge it with free buddies, under the lock.
@@ -93,22 +124,15 @@ void uslub_free_one(struct uslub_node *n, struct page_desc *d, unsigned order, u
 			stamp = (flags & PF_COLD)
 				    ? b->objects
 				    : (uint16_t)(stamp + (int16_t)(b->objects - stamp) / 2);
-		/* Merged halves: cold only if both are; released (uncounted) only if both
-		 * are. Otherwise the released half is counted as mapped again - unless a cap
-		 * is set, where the figure must stay exact: then the other half goes back to
-		 * the OS too. */
-		if ((flags ^ b->flags) & PF_RELEASED) {
-			struct page_desc *warm = (flags & PF_RELEASED) ? b : d;
-			if (uslub_config.mem_limit &&
-			    uslub_os_release(page_address(warm), block_bytes(order)) == 0) {
-				atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(order));
-				__atomic_fetch_add(&n->released_bytes, block_bytes(order),
-						   __ATOMIC_RELAXED);
-				flags |= PF_RELEASED | PF_COLD;
-				b->flags |= PF_RELEASED | PF_COLD;
-			} else {
-				uslub_mapped_add(block_bytes(order));
+		if (unlikely((flags ^ b->flags) & PF_RELEASED)) {
+			int merged = merge_released(n, d, b, order, flags);
+			if (merged < 0) {
+				/* The OS refused both (d keeps the stamp taken from b: an age,
+				 * no more). */
+				list_insert(n, b, order, b->flags, b->objects);
+				break;
 			}
+			flags = (unsigned)merged;
 		}
 		flags &= b->flags;
 		if (b < d) {
@@ -163,6 +187,17 @@ struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, un
 		uslub_mapped_add(block_bytes(order));
 	}
 	pthread_mutex_unlock(&n->lock);
+	/* Handed back, it was made inaccessible (decay.c): accessible again, or - where the
+	 * OS refuses - back to the lists as it was, and no block. */
+	if ((flags & PF_RELEASED) &&
+	    uslub_os_protect(page_address(d), block_bytes(order), true) != 0) {
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+		atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(order));
+		uslub_free_one(n, d, order, flags, 0);
+		pthread_mutex_unlock(&n->lock);
+		errno = ENOMEM;
+		return NULL;
+	}
 	d->flags = (uint8_t)(flags & PF_COLD);
 	d->order = (uint8_t)order;
 	if (uslub_memcheck) {

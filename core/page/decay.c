@@ -1,5 +1,6 @@
 /* Decay: free memory goes back to the OS by age and recent reuse, and within a bound once
- * the live set has collapsed; the hand-back itself (MADV_DONTNEED) and malloc_trim's.
+ * the live set has collapsed; the hand-back itself (MADV_DONTNEED, then PROT_NONE) and
+ * malloc_trim's.
  *
  * 6. Decay: free memory follows recent use. Warm free memory goes back to the OS
  *    (MADV_DONTNEED) by the clock, not only when pages are freed.
@@ -42,7 +43,27 @@
  *      (tools/bench/results/).
  *    - The cost: a program with almost nothing in use that frees and reallocates more
  *      than 16 MiB at a time (a lone 20 MiB buffer replaced in a loop) maps it afresh
- *      each time (glibc keeps it, having raised its mmap threshold). */
+ *      each time (glibc keeps it, having raised its mmap threshold).
+ *
+ * 8. Handed back, inaccessible. A block handed back is also made inaccessible (mprotect
+ *    PROT_NONE) until the page allocator hands it out again, as glibc's unmapped chunks
+ *    are: a use after free of memory that went back faults where it is made, instead of
+ *    landing in zeroed pages the next block gets. Only free blocks marked PF_RELEASED are
+ *    ever inaccessible; what takes one makes it accessible again: uslub_take_block (the
+ *    block taken; halves split off stay released), claim_locked (run.c: each released
+ *    block it cuts into, whole) and a merge with a block not handed back
+ *    (merge_released, buddy.c).
+ *    - Mappings: each inaccessible range is a mapping of the kernel's own, so a heap whose
+ *      handed-back memory lies in many pieces adds mappings toward vm.max_map_count
+ *      (65530). A block goes back inaccessible only while fewer than PROTECT_BLOCKS
+ *      released blocks are free in all zones, which bounds what this adds (an
+ *      inaccessible range holds at least one released block, and splits one accessible
+ *      range); past it, or refused, a block goes back accessible as before. Where making one
+ * accessible again is refused, the allocation that took it fails with ENOMEM, a claim fails, a
+ * merge hands the other half back too.
+ *    - The cost: an mprotect at each hand-back and each reuse of a released block,
+ *      beside the madvise and the page faults that block costs anyway
+ *      (tools/bench/results/debug-letters.md). */
 #include "page/page.h"
 
 #include "os/options.h"
@@ -144,6 +165,9 @@ static size_t hand_back(struct uslub_node *n, struct page_desc *batch);
 /* Below this age (in steps) free memory stays, whatever the reuse says: long enough for
  * a program that frees and reallocates in waves to show its reuse. */
 #define DECAY_MIN_AGE 2
+/* Released blocks made inaccessible at most, in all zones (section 8): a few thousand
+ * mappings, of the 65530 a process has by default. */
+#define PROTECT_BLOCKS 2048
 
 /* Warm blocks of zone n off its lists, oldest first, until at most `keep` warm pages
  * stay or only blocks younger than `min_age` steps are left; blocks free for the whole
@@ -376,9 +400,16 @@ static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
 {
 	size_t released = 0;
 	struct page_desc *done = batch;
+	uint64_t blocks = 0;
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		blocks += __atomic_load_n(&uslub_nodes[z].released_blocks, __ATOMIC_RELAXED);
 	for (struct page_desc *d = batch; d; d = d->next) {
 		uint64_t bytes = block_bytes(d->order);
 		if (uslub_os_release(page_address(d), bytes) == 0) {
+			/* Inaccessible until handed out again (section 8); refused, or past
+			 * the cap, it stays accessible, which costs nothing but the catch. */
+			if (blocks++ < PROTECT_BLOCKS)
+				uslub_os_protect(page_address(d), bytes, false);
 			d->flags = PF_COLD | PF_RELEASED;
 			released += bytes;
 			release_descriptors(d, d->order);

@@ -20,8 +20,12 @@
  *
  * Each block keeps the size the program asked for, for the checkers (debug.h, "large and
  * huge blocks"); outside their runs no hook is called. With Z or P for every cache
- * (uslub_block_pad) the mapping holds at least that many bytes after the request, red
- * zone the sweep checks; a miss before the block lands outside the mapping. */
+ * (uslub_block_pad) the block is laid out as a guarded large block (slab/large.c): its
+ * mapping starts with a page of red zone (the `lead`; the block begins one page in) and
+ * holds at least uslub_block_pad bytes after the request, red zones that free, realloc
+ * and the sweep check. A block aligned to more than a page has no page before it. The
+ * table and the block's callers know the block's start; the cache and the OS calls, the
+ * mapping's (start - lead). */
 #include "page/page.h"
 
 #include "hooks.h"
@@ -41,10 +45,23 @@ _Atomic uint64_t uslub_huge_expiry_ms;
  * block the program lost ("definitely lost", not "still reachable"). */
 struct huge_entry {
 	uintptr_t key; /* 0: empty; 1: deleted */
-	size_t len;
+	size_t len;    /* the mapping's, lead included */
 	size_t size;   /* asked for, for the checkers (debug.h) */
-	uint64_t kind; /* C++'s kind under USLUB_DEBUG (api/sized.c): enum dbg_kind */
+	uint32_t kind; /* C++'s kind under USLUB_DEBUG (api/sized.c): enum dbg_kind */
+	uint32_t lead; /* red zone before the block in its mapping: 0 or a page */
 };
+
+/* The lead a new block of alignment `align` gets. */
+static size_t huge_lead(size_t align)
+{
+	return uslub_block_pad && align <= USLUB_PAGE_SIZE ? USLUB_PAGE_SIZE : 0;
+}
+
+/* The mapping's length for a block of `size` with `lead`. */
+static size_t huge_len(size_t size, size_t lead)
+{
+	return lead + ((size + uslub_block_pad + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1));
+}
 
 static uintptr_t huge_key(uintptr_t a)
 {
@@ -102,8 +119,10 @@ bool uslub_huge_was_freed(const void *p)
 	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	for (unsigned i = 0; i < HUGE_FREED && !found; i++)
 		found = huge_freed[i] == huge_key((uintptr_t)p);
+	/* A cached mapping's block began at its start, or a page in (its lead). */
 	for (unsigned i = 0; i < huge_cached_count && !found; i++)
-		found = huge_cache[i].addr == (uintptr_t)p;
+		found = huge_cache[i].addr == (uintptr_t)p ||
+			(uslub_block_pad && huge_cache[i].addr + USLUB_PAGE_SIZE == (uintptr_t)p);
 	pthread_mutex_unlock(&huge_lock);
 	return found;
 }
@@ -318,7 +337,7 @@ static int huge_reserve(void)
 	return 0;
 }
 
-static int huge_insert(uintptr_t a, size_t len, size_t size)
+static int huge_insert(uintptr_t a, size_t len, size_t size, size_t lead)
 {
 	if (huge_reserve() != 0)
 		return -1;
@@ -331,6 +350,7 @@ static int huge_insert(uintptr_t a, size_t len, size_t size)
 	huge_table[i].len = len;
 	huge_table[i].size = size;
 	huge_table[i].kind = 0;
+	huge_table[i].lead = (uint32_t)lead;
 	huge_used++;
 	huge_forget_freed(a);
 	return 0;
@@ -349,11 +369,11 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t len = (size + uslub_block_pad + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
+	size_t lead = huge_lead(align), len = huge_len(size, lead);
 	size_t a = align > HUGE_ALIGN ? align : HUGE_ALIGN;
 	size_t got = len, dirty = 0;
-	void *p = cache_take(len, align ? align : 1, &got, &dirty);
-	bool fresh = !p;
+	char *m = cache_take(len, align ? align : 1, &got, &dirty);
+	bool fresh = !m;
 	if (fresh) {
 		/* Cached mappings count against the cap, and hold address space. */
 		if (uslub_over_limit(len) &&
@@ -361,28 +381,29 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 			errno = ENOMEM;
 			return NULL;
 		}
-		p = uslub_os_map_aligned(len, a, align);
-		if (!p && errno == ENOMEM && uslub_os_space_limited() &&
+		m = uslub_os_map_aligned(len, a, align);
+		if (!m && errno == ENOMEM && uslub_os_space_limited() &&
 		    (uslub_huge_cache_release(true) | uslub_hooks.shrink() |
 		     uslub_pages_unmap_free()))
-			p = uslub_os_map_aligned(len, a, align);
-		if (!p) {
+			m = uslub_os_map_aligned(len, a, align);
+		if (!m) {
 			errno = ENOMEM;
 			return NULL;
 		}
 		atomic_fetch_add(&uslub_mapped_bytes, len);
 	}
+	char *p = m + lead;
 	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
-	int rc = huge_insert((uintptr_t)p, got, size);
+	int rc = huge_insert((uintptr_t)p, got, size, lead);
 	/* Under the lock, as every change of a block's red zone: the sweep reads them under
 	 * it (uslub_huge_sweep). A fresh mapping reads as zero, but only calloc asked for
 	 * that; a reused one holds the last block's bytes, so checkers see it undefined and
 	 * calloc clears them below. */
 	if (unlikely(uslub_block_debug) && !rc)
-		uslub_hooks.block_alloc(p, size, got, 0, zero && fresh);
+		uslub_hooks.block_alloc(p, size, got - lead, lead, zero && fresh);
 	pthread_mutex_unlock(&huge_lock);
 	if (rc) {
-		uslub_os_unmap(p, got);
+		uslub_os_unmap(m, got);
 		atomic_fetch_sub(&uslub_mapped_bytes, got);
 		errno = ENOMEM;
 		return NULL;
@@ -394,7 +415,7 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero)
 	 * there to save. */
 	if (zero && !fresh) {
 		/* All of it where a checker has just marked it undefined. */
-		size_t clear = size < dirty || uslub_block_debug ? size : dirty;
+		size_t clear = size < dirty - lead || uslub_block_debug ? size : dirty - lead;
 		memset(p, 0, clear);
 	}
 	return p;
@@ -405,9 +426,20 @@ size_t uslub_huge_usable(const void *p)
 {
 	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	struct huge_entry *e = huge_find((uintptr_t)p);
-	size_t len = !e ? 0 : unlikely(uslub_block_debug) ? e->size : e->len;
+	size_t len = !e ? 0 : unlikely(uslub_block_debug) ? e->size : e->len - e->lead;
 	pthread_mutex_unlock(&huge_lock);
 	return len;
+}
+
+bool uslub_huge_maps(const void *start)
+{
+	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
+	struct huge_entry *e = huge_find((uintptr_t)start);
+	bool found = e && !e->lead;
+	e = found ? NULL : huge_find((uintptr_t)start + USLUB_PAGE_SIZE);
+	found |= e && e->lead == USLUB_PAGE_SIZE;
+	pthread_mutex_unlock(&huge_lock);
+	return found;
 }
 
 /* The free of huge block p, with uslub_huge_free's check, and for uslub_huge_move_out a copy
@@ -420,9 +452,9 @@ static int huge_release(void *p, size_t expect_pages, size_t *usable, void *to, 
 		pthread_mutex_unlock(&huge_lock);
 		return 0;
 	}
-	size_t len = e->len, size = e->size;
+	size_t len = e->len, size = e->size, lead = e->lead;
 	/* The bytes the program may use (uslub_huge_usable): the request under a checker. */
-	size_t bytes = unlikely(uslub_block_debug) ? size : len;
+	size_t bytes = unlikely(uslub_block_debug) ? size : len - lead;
 	if (expect_pages && (bytes + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT != expect_pages) {
 		pthread_mutex_unlock(&huge_lock);
 		*usable = bytes;
@@ -434,10 +466,11 @@ static int huge_release(void *p, size_t expect_pages, size_t *usable, void *to, 
 	if (to)
 		memcpy(to, p, max < bytes ? max : bytes);
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_free(p, size, len, 0, NULL);
+		uslub_hooks.block_free(p, size, len - lead, lead, NULL);
 	atomic_fetch_sub(&uslub_huge_bytes, len);
-	if (!cache_put((uintptr_t)p, len, uslub_os_now_ms())) {
-		uslub_os_unmap(p, len);
+	char *m = (char *)p - lead;
+	if (!cache_put((uintptr_t)m, len, uslub_os_now_ms())) {
+		uslub_os_unmap(m, len);
 		atomic_fetch_sub(&uslub_mapped_bytes, len);
 	}
 	/* Less in use: the free pages kept may now be over the bound. */
@@ -460,7 +493,6 @@ int uslub_huge_move_out(void *p, void *to, size_t max)
  * unmapped - outside huge_lock, which nests inside the zone locks (fork_prepare). */
 static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 {
-	size_t len = (size + uslub_block_pad + USLUB_PAGE_SIZE - 1) & ~(USLUB_PAGE_SIZE - 1);
 	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	struct huge_entry *e = huge_find((uintptr_t)p);
 	*found = e != NULL;
@@ -473,14 +505,15 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t old = e->len, old_size = e->size;
+	size_t old = e->len, old_size = e->size, lead = e->lead, len = huge_len(size, lead);
 	/* Checked while the bytes are where they were: a shrink unmaps the tail. */
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_check(p, old_size, old, 0, "realloc");
+		uslub_hooks.block_check(p, old_size, old - lead, lead, "realloc");
 	if (len == old) {
 		e->size = size;
 		if (unlikely(uslub_block_debug))
-			uslub_hooks.block_resize(p, p, old_size, old, size, len);
+			uslub_hooks.block_resize(p, p, old_size, old - lead, size, len - lead,
+						 lead);
 		pthread_mutex_unlock(&huge_lock);
 		return p;
 	}
@@ -498,7 +531,7 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 		return NULL;
 	}
 	e = huge_find((uintptr_t)p); /* the table may have been rebuilt */
-	void *q = uslub_os_remap(p, old, len);
+	char *q = uslub_os_remap((char *)p - lead, old, len);
 	if (!q) {
 		bool unmap = retry && len > old && errno == ENOMEM && uslub_os_space_limited();
 		pthread_mutex_unlock(&huge_lock);
@@ -508,10 +541,11 @@ static void *huge_realloc(void *p, size_t size, bool retry, bool *found)
 		errno = ENOMEM;
 		return NULL;
 	}
+	q += lead;
 	huge_erase(e);
-	huge_insert((uintptr_t)q, len, size); /* cannot fail: room was made above */
+	huge_insert((uintptr_t)q, len, size, lead); /* cannot fail: room was made above */
 	if (unlikely(uslub_block_debug))
-		uslub_hooks.block_resize(p, q, old_size, old, size, len);
+		uslub_hooks.block_resize(p, q, old_size, old - lead, size, len - lead, lead);
 	pthread_mutex_unlock(&huge_lock);
 	if (len > old) {
 		atomic_fetch_add(&uslub_huge_bytes, len - old);
@@ -535,19 +569,21 @@ int uslub_huge_kind(const void *p, int set)
 	struct huge_entry *e = huge_find((uintptr_t)p);
 	int had = e ? (int)e->kind : -1;
 	if (e && set >= 0)
-		e->kind = (uint64_t)set;
+		e->kind = (uint32_t)set;
 	pthread_mutex_unlock(&huge_lock);
 	return had;
 }
 
-void uslub_huge_sweep(void (*check)(void *p, size_t size, size_t len, const char *op),
+void uslub_huge_sweep(void (*check)(void *p, size_t size, size_t span, size_t lead, const char *op),
 		      const char *op)
 {
 	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
-	for (size_t i = 0; i < huge_cap; i++)
-		if (huge_table[i].key > 1)
-			check((void *)((huge_table[i].key - 2) << USLUB_PAGE_SHIFT),
-			      huge_table[i].size, huge_table[i].len, op);
+	for (size_t i = 0; i < huge_cap; i++) {
+		const struct huge_entry *e = &huge_table[i];
+		if (e->key > 1)
+			check((void *)((e->key - 2) << USLUB_PAGE_SHIFT), e->size, e->len - e->lead,
+			      e->lead, op);
+	}
 	pthread_mutex_unlock(&huge_lock);
 }
 

@@ -30,6 +30,7 @@ struct uslub_node {
 	uint64_t warm_free_pages; /* free and probably resident */
 	/* Decay (decay.c, section 6), under the lock but for decay_last. */
 	uint64_t released_free_pages;	  /* free, and handed back to the OS after use */
+	uint64_t released_blocks;	  /* ... in so many blocks (stored atomically) */
 	uint64_t reuse_high[DECAY_STEPS]; /* per step: highest level of used free memory */
 	uint64_t reuse[DECAY_STEPS];	  /* per step: most of it taken again since a high */
 	uint64_t reuse_window_high;	  /* the highest of reuse_high */
@@ -178,6 +179,8 @@ void *uslub_huge_alloc(size_t size, size_t align, bool zero);
 /* Nonzero if p is a huge block: the bytes the program may use, the mapping's or, when a
  * checker watches (debug.h, uslub_block_debug), the request. Likewise for a large one. */
 size_t uslub_huge_usable(const void *p);
+/* A huge block's mapping begins at `start` (the block there, or a page on: its lead). */
+bool uslub_huge_maps(const void *start);
 /* A huge block is freed into the huge cache or unmapped: 1. 0 when p is no huge block.
  * With expect_pages, the sized frees' check: when the block's usable bytes (as
  * uslub_huge_usable counts them) are not that many pages, -1 and nothing is freed, the
@@ -203,7 +206,7 @@ void *uslub_huge_realloc(void *p, size_t size, bool *found);
 int uslub_huge_kind(const void *p, int set);
 /* Each huge block's start, request and mapping length handed to `check`, under huge_lock,
  * which every change of a block's red zone also holds (the checkers' sweep). */
-void uslub_huge_sweep(void (*check)(void *p, size_t size, size_t len, const char *op),
+void uslub_huge_sweep(void (*check)(void *p, size_t size, size_t span, size_t lead, const char *op),
 		      const char *op);
 void uslub_huge_lock(void);
 void uslub_huge_unlock(void);

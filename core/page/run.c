@@ -13,9 +13,14 @@
  * free. */
 static int claim_locked(struct uslub_node *n, struct page_desc *d, size_t npages)
 {
+	/* A block handed back was made inaccessible (decay.c): all of it is made accessible
+	 * again, as what lies outside the range goes back as a block not handed back.
+	 * Refused, or a page not free, the claim fails; blocks made accessible on the way
+	 * stay released, which is harmless. */
 	for (size_t i = 0; i < npages;) {
 		struct page_desc *h = uslub_free_block_of(d + i);
-		if (!h)
+		if (!h || ((h->flags & PF_RELEASED) &&
+			   uslub_os_protect(page_address(h), block_bytes(h->order), true) != 0))
 			return -1;
 		i = (size_t)(h + (1UL << h->order) - d);
 	}
@@ -111,8 +116,7 @@ static struct page_desc *next_fit(struct uslub_node *n, size_t npages)
 			return NULL;
 		got = (size_t)(b + (1UL << b->order) - h);
 	}
-	claim_locked(n, h, npages);
-	return h;
+	return claim_locked(n, h, npages) == 0 ? h : NULL;
 }
 
 /* Blocks looked at before a large block for free pages to start on. */
@@ -167,17 +171,18 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 		if (!cold && d - k != last)
 			k = 0;
 		n->large_next = d - k + npages;
-		if (k) {
+		if (k && claim_locked(n, d - k, npages) == 0) {
 			/* From the start of the free pages: all of them before d, or some of
 			 * d's block too. */
 			d -= k;
-			claim_locked(n, d, npages);
 			pthread_mutex_unlock(&n->lock);
 			d->flags = 0;
 			d->order = (uint8_t)order;
 			return d;
 		}
 		d = uslub_take_block(n, d, order);
+		if (!d)
+			return NULL;
 		if (npages < (1UL << order))
 			uslub_pages_free_range(d + npages, (1UL << order) - npages);
 		return d;
@@ -189,9 +194,8 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 		{
 			if (++tries > RUN_TRIES)
 				break;
-			if (run_length(h, npages) < npages)
+			if (run_length(h, npages) < npages || claim_locked(n, h, npages) != 0)
 				continue;
-			claim_locked(n, h, npages);
 			n->runs++;
 			n->large_next = h + npages;
 			pthread_mutex_unlock(&n->lock);
@@ -217,9 +221,8 @@ struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t 
 	unsigned flags = d->flags & PF_COLD; /* of what is given back: a tail is as fresh */
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	size_t k = aligned ? 0 : free_before(d);
-	if (k) {
+	if (k && claim_locked(n, d - k, k < npages ? k : npages) == 0) {
 		start = d - k;
-		claim_locked(n, start, k < npages ? k : npages);
 		d->flags = 0;
 		start->flags = 0;
 		start->order = (uint8_t)order;
@@ -250,7 +253,8 @@ static bool span_cold(struct page_desc *h, size_t npages)
 static struct page_desc *span_claim(struct uslub_node *n, struct page_desc *h, size_t npages)
 {
 	bool cold = span_cold(h, npages);
-	claim_locked(n, h, npages);
+	if (claim_locked(n, h, npages) != 0)
+		return NULL; /* a block handed back that the OS would not open again */
 	n->runs++;
 	h->flags = cold ? PF_COLD : 0;
 	h->order = USLUB_MAX_ORDER;

@@ -203,7 +203,7 @@ static void resize_debug(struct page_desc *d, void *p, size_t size, size_t npage
 	size_t old = uslub_large_request(d), span = uslub_large_span(d);
 	size_t lead = uslub_large_lead(d);
 	uslub_hooks.block_check(p, old, span, lead, "realloc");
-	uslub_hooks.block_resize(p, p, old, span, size, (npages << USLUB_PAGE_SHIFT) - lead);
+	uslub_hooks.block_resize(p, p, old, span, size, (npages << USLUB_PAGE_SHIFT) - lead, lead);
 }
 
 /* In place or NULL; the caller moves the block when this fails. */

@@ -104,7 +104,7 @@ static int our_mapping(uintptr_t start, uintptr_t end)
 	}
 	/* A huge block is a mapping of its own, so it starts one (unless the kernel merged
 	 * it with a neighbour, which then counts as not ours). */
-	return uslub_huge_usable((void *)start) != 0;
+	return uslub_huge_maps((void *)start);
 }
 
 void uslub_stats_snap(struct snap *s, bool with_smaps)
