@@ -106,8 +106,11 @@ static void span_reused(void)
 #endif
 	FREE(p);
 	long faults0 = minor_faults();
+	/* Under USLUB_DEBUG a large block has a red-zone page before it and the quarantine
+	 * may hold it: the layout and the reuse are the letters' (large.c). */
+	int plain = !getenv("USLUB_DEBUG") || !*getenv("USLUB_DEBUG");
 	unsigned char *q = MALLOC(20 * MIB);
-	CHECK(q == p);
+	CHECK(q == p || !plain);
 	if (q)
 		memset(q, 2, 20 * MIB);
 	long faults = minor_faults() - faults0;
@@ -115,7 +118,7 @@ static void span_reused(void)
 	CHECK(USABLE_SIZE(q) >= 20 * MIB);
 	/* realloc within the span's zone: a shrink stays in place */
 	unsigned char *r = REALLOC(q, 12 * MIB);
-	CHECK(r == q);
+	CHECK(r == q || !plain);
 	if (r)
 		CHECK(r[12 * MIB - 1] == 2);
 #ifdef USLUB_PREFIXED

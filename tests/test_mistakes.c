@@ -28,7 +28,7 @@ extern char **environ;
 
 /* ---- the mistakes, run in the child ------------------------------------------------ */
 
-static char src[(8 << 20) + 64];
+static char src[(40 << 20) + 64]; /* up to HUGE_SIZE and past it */
 
 /* Keeps the compiler from reasoning about p. */
 static void *launder(void *p)
