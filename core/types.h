@@ -457,8 +457,9 @@ struct uslub_thread {
 	uint64_t pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
 	/* The medium-block cache (slab/medium.c). */
 	struct medium_bins medium;
-	uint32_t medium_high; /* flushed down to half of it when a free passes it */
-	unsigned medium_node; /* the node the blocks came from */
+	uint32_t medium_high;  /* flushed down to half of it when a free passes it */
+	unsigned medium_node;  /* the node the blocks came from */
+	unsigned medium_shard; /* which of the node's depots it uses first (medium.c) */
 	uint64_t medium_stat[USLUB_NR_MEDIUM_STATS];
 	/* The cache's owner goes in without slow_lock's atomic exchange (slab/medium.c,
 	 * "ownership"): busy while it is in, claim while an idle drain wants in. */

@@ -20,10 +20,12 @@
  *    size keeps some stock, down to half of high: to the depot while it has room (a
  *    thread that frees what another allocated - producer and consumer - hands them over
  *    a batch at a time), the rest to the zones, one lock hold per zone and batch.
- *  - the depot: a quarter of the large blocks in use a node, 4-32 MiB (depot_max), under
- *    its lock. The background thread gives it all back to the zones once a pass finds it
- *    unused since the pass before (one DEPOT_DECAY_MS at least); malloc_trim at once; a
- *    large request that would grow the heap first (large.c).
+ *  - the depots: DEPOT_SHARDS a node, each holding a quarter of the large blocks in use,
+ *    4-32 MiB (depot_max), under its lock; a thread flushes into its own (given round
+ *    robin) and refills from it, then from the others if their lock is free. The background thread
+ * gives it all back to the zones once a pass finds it unused since the pass before (one
+ * DEPOT_DECAY_MS at least); malloc_trim at once; a large request that would grow the heap first
+ * (large.c).
  *  - idle, exit: a thread's whole cache to the depot (thread.c, idle drain), high to its
  *    start.
  *
@@ -94,12 +96,26 @@ static uint64_t depot_max(void)
  * (tools/bench/results/medium-blocks.md). */
 #define BATCH_RUN_TRIES 16
 
+/* Depots a node has: a thread flushes into its own and refills from it first, then from
+ * the others without waiting. One depot was where two threads met - 243,710 waits in a
+ * million replacements each at 128 KiB, two threads at a third of one thread's rate
+ * (tools/bench/results/medium-blocks.md) - while a thread that frees what another
+ * allocates still finds the other's blocks. */
+#define DEPOT_SHARDS 2
+#define NR_DEPOTS    (MAX_NODES * DEPOT_SHARDS)
+
 struct depot {
 	pthread_mutex_t lock;
 	struct medium_bins bins;
 	bool used; /* a thread took from it since the last decay pass */
-};
-static struct depot depots[MAX_NODES] = {[0 ... MAX_NODES - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+} __attribute__((aligned(64)));
+static struct depot depots[NR_DEPOTS] = {[0 ... NR_DEPOTS - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+static _Atomic unsigned next_shard;
+
+static unsigned depot_of(const struct uslub_thread *t)
+{
+	return t->medium_node * DEPOT_SHARDS + t->medium_shard;
+}
 
 static void bin_push(struct medium_bins *m, struct page_desc *d, unsigned n)
 {
@@ -189,20 +205,29 @@ static void carve(struct page_desc *d, unsigned n, unsigned order, uint8_t flags
  * three times the page faults at 8-128 KiB (tools/bench/results/medium-blocks.md). */
 static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned b)
 {
-	struct depot *dp = &depots[t->medium_node];
-	if (!(__atomic_load_n(&dp->bins.nonempty, __ATOMIC_RELAXED) >> n))
-		return NULL;
-	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
-	unsigned m = bin_fit(&dp->bins, n);
-	struct page_desc *d = NULL;
-	if (m) {
-		d = bin_pop(&dp->bins, m);
-		for (unsigned i = 1; i < b && dp->bins.count[m]; i++)
-			bin_push(&t->medium, bin_pop(&dp->bins, m), m);
-		dp->used = true;
+	unsigned base = t->medium_node * DEPOT_SHARDS;
+	for (unsigned k = 0; k < DEPOT_SHARDS; k++) {
+		struct depot *dp = &depots[base + (t->medium_shard + k) % DEPOT_SHARDS];
+		if (!(__atomic_load_n(&dp->bins.nonempty, __ATOMIC_RELAXED) >> n))
+			continue;
+		/* Its own depot waited for; another's only if free at once. */
+		if (k == 0)
+			uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
+		else if (!uslub_trylock(&dp->lock, USLUB_LOCK_DEPOT))
+			continue;
+		unsigned m = bin_fit(&dp->bins, n);
+		struct page_desc *d = NULL;
+		if (m) {
+			d = bin_pop(&dp->bins, m);
+			for (unsigned i = 1; i < b && dp->bins.count[m]; i++)
+				bin_push(&t->medium, bin_pop(&dp->bins, m), m);
+			dp->used = true;
+		}
+		pthread_mutex_unlock(&dp->lock);
+		if (d)
+			return d;
 	}
-	pthread_mutex_unlock(&dp->lock);
-	return d;
+	return NULL;
 }
 
 /* A batch of blocks of n pages: from the depot, else from `zone` in one trip - one run
@@ -255,6 +280,8 @@ void uslub_medium_init(struct uslub_thread *t)
 {
 	t->medium_high = MEDIUM_HIGH_MIN;
 	t->medium_node = t->node;
+	t->medium_shard =
+	    atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % DEPOT_SHARDS;
 }
 
 struct page_desc *uslub_medium_alloc(struct uslub_thread *t, unsigned zone, unsigned n)
@@ -303,9 +330,9 @@ static unsigned bin_fullest(const struct medium_bins *m)
  * the sizes threads ask for rather than clogging with those they do not (the depot of
  * a producer and a consumer filled with blocks the producer never asked for, and the
  * consumer's frees went past it). What it cannot take goes to the zones. */
-static void put_back(unsigned node, struct page_desc **batch, uint16_t *pages, unsigned k)
+static void put_back(unsigned depot, struct page_desc **batch, uint16_t *pages, unsigned k)
 {
-	struct depot *dp = &depots[node];
+	struct depot *dp = &depots[depot];
 	struct page_desc *out[FLUSH_BATCH];
 	uint16_t out_pages[FLUSH_BATCH];
 	unsigned i = 0, e = 0;
@@ -367,12 +394,12 @@ static noinline void flush(struct uslub_thread *t, unsigned keep, unsigned first
 		take--;
 		flushed++;
 		if (k == FLUSH_BATCH) {
-			put_back(t->medium_node, batch, pages, k);
+			put_back(depot_of(t), batch, pages, k);
 			k = 0;
 		}
 	}
 	if (k)
-		put_back(t->medium_node, batch, pages, k);
+		put_back(depot_of(t), batch, pages, k);
 	medium_stat(t, MEDIUM_FLUSH, flushed);
 }
 
@@ -462,11 +489,11 @@ void uslub_medium_drain_idle(struct uslub_thread *t)
 
 /* ---- the depots ------------------------------------------------------------------- */
 
-/* All of node's depot to the zones, a batch at a time, unless a thread took from it since
- * the last look (`if_unused`). */
-static void depot_empty(unsigned node, bool if_unused)
+/* All of a depot to the zones, a batch at a time, unless a thread took from it since the
+ * last look (`if_unused`). */
+static void depot_empty(unsigned depot, bool if_unused)
 {
-	struct depot *dp = &depots[node];
+	struct depot *dp = &depots[depot];
 	struct page_desc *batch[FLUSH_BATCH];
 	uint16_t pages[FLUSH_BATCH];
 	for (unsigned rounds = 0; rounds < DEPOT_MAX_PAGES; rounds++) {
@@ -494,16 +521,16 @@ void uslub_medium_depots_decay(void)
 	uint64_t now = uslub_os_now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
 	if (now - then < DEPOT_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
 		return;
-	for (unsigned node = 0; node < MAX_NODES; node++)
-		if (__atomic_load_n(&depots[node].bins.pages, __ATOMIC_RELAXED))
-			depot_empty(node, true);
+	for (unsigned i = 0; i < NR_DEPOTS; i++)
+		if (__atomic_load_n(&depots[i].bins.pages, __ATOMIC_RELAXED))
+			depot_empty(i, true);
 }
 
 void uslub_medium_depots_flush(void)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++)
-		if (__atomic_load_n(&depots[node].bins.pages, __ATOMIC_RELAXED))
-			depot_empty(node, false);
+	for (unsigned i = 0; i < NR_DEPOTS; i++)
+		if (__atomic_load_n(&depots[i].bins.pages, __ATOMIC_RELAXED))
+			depot_empty(i, false);
 }
 
 bool uslub_medium_shrink(void)
@@ -522,19 +549,19 @@ bool uslub_medium_shrink(void)
 uint64_t uslub_medium_depot_pages(void)
 {
 	uint64_t pages = 0;
-	for (unsigned node = 0; node < MAX_NODES; node++)
-		pages += __atomic_load_n(&depots[node].bins.pages, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < NR_DEPOTS; i++)
+		pages += __atomic_load_n(&depots[i].bins.pages, __ATOMIC_RELAXED);
 	return pages;
 }
 
 void uslub_medium_lock_all(void)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++)
-		uslub_lock(&depots[node].lock, USLUB_LOCK_DEPOT);
+	for (unsigned i = 0; i < NR_DEPOTS; i++)
+		uslub_lock(&depots[i].lock, USLUB_LOCK_DEPOT);
 }
 
 void uslub_medium_unlock_all(void)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++)
-		pthread_mutex_unlock(&depots[node].lock);
+	for (unsigned i = 0; i < NR_DEPOTS; i++)
+		pthread_mutex_unlock(&depots[i].lock);
 }
