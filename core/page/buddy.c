@@ -229,6 +229,15 @@ static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
 	return uslub_take_block(o, d, order);
 }
 
+void uslub_reclaim_locked(struct uslub_node *n, unsigned node)
+{
+	n->reclaims++;
+	pthread_mutex_unlock(&n->lock);
+	uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
+	uslub_release_blocks(LARGE_ZONE(node % MAX_NODES), 0, RELEASE_ALL);
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+}
+
 struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 {
 	struct uslub_node *n = &uslub_nodes[node];
@@ -269,15 +278,8 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 			errno = ENOMEM;
 			return NULL;
 		}
-		/* At the cap, free warm memory still counts against it: hand it back to the
-		 * OS, so the cap admits a block (a released one, or a fresh one) - reclaim, on
-		 * the caller's time. Only blocking allocations get here; the high-order try
-		 * never does. */
-		n->reclaims++;
-		pthread_mutex_unlock(&n->lock);
-		uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
-		uslub_release_blocks(LARGE_ZONE(node % MAX_NODES), 0, RELEASE_ALL);
-		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+		/* Only blocking allocations get here; the high-order try never does. */
+		uslub_reclaim_locked(n, node);
 		reclaimed = true;
 		borrowed = false;
 	}

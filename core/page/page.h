@@ -110,6 +110,11 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 /* A run of npages (more than a MAX_BLOCK) free pages of zone `node`, claimed: warm free
  * pages first, then cold ones, then the zone grown for it. NULL, ENOMEM. */
 struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages);
+/* At USLUB_MEM_LIMIT free memory still counts against the cap: every free block of zone
+ * `node`'s node goes back to the OS, so the cap admits a block (a released one or a fresh
+ * one) - reclaim, on the caller's time. Called and returns with n's lock held, which it
+ * drops meanwhile; counted in n->reclaims. */
+void uslub_reclaim_locked(struct uslub_node *n, unsigned node);
 /* npages out of a block of 2^order taken as uslub_pages_alloc does with `gfp` (growing
  * the heap if need be, unless GFP_NOGROW), the rest given back; unless `aligned`, moved
  * back over free pages right before the block, so blocks carved one after another lie

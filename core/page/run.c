@@ -304,13 +304,8 @@ again:
 			d = span_claim(n, span_start(last), npages);
 	}
 	if (!d && !reclaimed && uslub_config.mem_limit) {
-		/* At the cap, free memory still counts against it: handed back (what the
-		 * steps above grew too), it makes room, as uslub_pages_alloc reclaims. */
-		n->reclaims++;
-		pthread_mutex_unlock(&n->lock);
-		uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
-		uslub_release_blocks(LARGE_ZONE(node % MAX_NODES), 0, RELEASE_ALL);
-		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+		/* What the steps above grew counts against the cap too. */
+		uslub_reclaim_locked(n, node);
 		reclaimed = true;
 		best = NULL;
 		goto again;
