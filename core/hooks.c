@@ -106,5 +106,6 @@ struct uslub_hooks uslub_hooks = {
     .background_note = no_note,
     .nodes_online = no_nodes,
     .shrink = no_shrink,
+    .release_held = no_event,
     .rcu_flush = no_event,
 };

@@ -159,6 +159,9 @@ extern uint64_t uslub_trim_threshold;
 
 extern _Atomic uint64_t uslub_slab_bytes;  /* pages in slabs */
 extern _Atomic uint64_t uslub_large_bytes; /* pages in large blocks */
+/* Of those, the blocks the depots hold (slab/medium.c): free to the program, so not in use
+ * where the bound asks whether the live set collapsed (decay.c). */
+extern _Atomic uint64_t uslub_depot_bytes;
 extern _Atomic uint64_t uslub_peak_in_use;
 /* Raise uslub_peak_in_use to what slabs, large and huge blocks hold now. */
 void uslub_note_in_use(void);

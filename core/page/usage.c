@@ -5,6 +5,7 @@
 
 _Atomic uint64_t uslub_slab_bytes;
 _Atomic uint64_t uslub_large_bytes;
+_Atomic uint64_t uslub_depot_bytes;
 _Atomic uint64_t uslub_peak_in_use;
 
 /* Called when a slab or a block is made: one load of each counter, not a walk over every

@@ -112,6 +112,16 @@ struct depot {
 static struct depot depots[NR_DEPOTS] = {[0 ... NR_DEPOTS - 1] = {PTHREAD_MUTEX_INITIALIZER}};
 static _Atomic unsigned next_shard;
 
+/* The change to a depot since it held `before` pages, into uslub_depot_bytes: called
+ * under its lock, once a critical section, so the counter costs one atomic a batch. */
+static void depot_note(const struct depot *dp, uint64_t before)
+{
+	uint64_t now = dp->bins.pages;
+	if (now != before)
+		atomic_fetch_add_explicit(&uslub_depot_bytes, (now - before) << USLUB_PAGE_SHIFT,
+					  memory_order_relaxed);
+}
+
 static unsigned depot_of(const struct uslub_thread *t)
 {
 	return t->medium_node * DEPOT_SHARDS + t->medium_shard;
@@ -218,10 +228,12 @@ static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned
 		unsigned m = bin_fit(&dp->bins, n);
 		struct page_desc *d = NULL;
 		if (m) {
+			uint64_t before = dp->bins.pages;
 			d = bin_pop(&dp->bins, m);
 			for (unsigned i = 1; i < b && dp->bins.count[m]; i++)
 				bin_push(&t->medium, bin_pop(&dp->bins, m), m);
 			dp->used = true;
+			depot_note(dp, before);
 		}
 		pthread_mutex_unlock(&dp->lock);
 		if (d)
@@ -345,6 +357,7 @@ static void put_back(unsigned depot, struct page_desc **batch, uint16_t *pages, 
 	}
 	uint64_t max = depot_max();
 	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
+	uint64_t before = dp->bins.pages;
 	for (; i < k; i++) {
 		/* Room made a quarter of the fullest bin at a time (at least what this
 		 * block needs), so a long bin is walked once for many evictions. */
@@ -360,6 +373,7 @@ static void put_back(unsigned depot, struct page_desc **batch, uint16_t *pages, 
 			break;
 		bin_push(&dp->bins, batch[i], pages[i]);
 	}
+	depot_note(dp, before);
 	pthread_mutex_unlock(&dp->lock);
 	if (e)
 		hand_back(out, out_pages, e);
@@ -499,6 +513,7 @@ static void depot_empty(unsigned depot, bool if_unused)
 	for (unsigned rounds = 0; rounds < DEPOT_MAX_PAGES; rounds++) {
 		unsigned k = 0;
 		uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
+		uint64_t before = dp->bins.pages;
 		bool used = dp->used;
 		dp->used = false;
 		if (!(if_unused && used))
@@ -507,6 +522,7 @@ static void depot_empty(unsigned depot, bool if_unused)
 				batch[k] = bin_pop(&dp->bins, n);
 				pages[k] = (uint16_t)n;
 			}
+		depot_note(dp, before);
 		pthread_mutex_unlock(&dp->lock);
 		if (!k)
 			return;
