@@ -92,7 +92,10 @@ void uslub_free_slow(void *p, struct page_desc *d)
 	 * classification's two tests for a large block) is all a hit needs. NULL has no
 	 * block (d is NULL). */
 	if (likely(d) && d->kind == PAGE_LARGE && p == page_address(d) &&
-	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && uslub_medium_free_hit(d))
+	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && uslub_medium_push(d)) {
+		if (unlikely(uslub_tick_due()))
+			uslub_medium_tick(NULL);
 		return;
+	}
 	free_general(p, d, __builtin_return_address(0));
 }

@@ -51,13 +51,6 @@
 #include "os/os.h"
 #include "page/page.h"
 
-#if USLUB_STATS_ENABLED
-#define medium_stat(t, item, n)                                                                    \
-	uslub_own_store((t)->medium_stat[USLUB_##item], (t)->medium_stat[USLUB_##item] + (n))
-#else
-#define medium_stat(t, item, n) ((void)(t), (void)(n))
-#endif
-
 const char *const uslub_medium_stat_names[USLUB_NR_MEDIUM_STATS] = {
 #define X(id, name) #name,
     USLUB_MEDIUM_STAT_ITEMS(X)
@@ -127,26 +120,6 @@ static unsigned depot_of(const struct uslub_thread *t)
 	return t->medium_node * DEPOT_SHARDS + t->medium_shard;
 }
 
-static void bin_push(struct medium_bins *m, struct page_desc *d, unsigned n)
-{
-	d->next = m->head[n];
-	m->head[n] = d;
-	m->count[n]++;
-	m->nonempty |= 1ULL << n;
-	/* Relaxed atomics: the stats and the background thread peek at it unlocked. */
-	__atomic_store_n(&m->pages, m->pages + n, __ATOMIC_RELAXED);
-}
-
-static struct page_desc *bin_pop(struct medium_bins *m, unsigned n)
-{
-	struct page_desc *d = m->head[n];
-	m->head[n] = d->next;
-	if (!--m->count[n])
-		m->nonempty &= ~(1ULL << n);
-	__atomic_store_n(&m->pages, m->pages - n, __ATOMIC_RELAXED);
-	return d;
-}
-
 /* Up to `take` of bin n's oldest blocks, its last, into out[] (their bin in pages[]);
  * how many. What a full depot gives up: evicting the newest kept the oldest blocks in
  * the depot for good, pinned between free blocks that would have merged (stress peaked
@@ -172,14 +145,6 @@ static unsigned bin_cut_oldest(struct medium_bins *m, unsigned n, unsigned take,
 		m->nonempty &= ~(1ULL << n);
 	__atomic_store_n(&m->pages, m->pages - take * n, __ATOMIC_RELAXED);
 	return take;
-}
-
-/* The first bin from n to n + n/4 that has a block, or 0. */
-static unsigned bin_fit(const struct medium_bins *m, unsigned n)
-{
-	unsigned last = n + n / 4 < MEDIUM_MAX_PAGES ? n + n / 4 : MEDIUM_MAX_PAGES;
-	uint64_t fit = m->nonempty & ~((1ULL << n) - 1) & ((2ULL << last) - 1);
-	return fit ? (unsigned)__builtin_ctzll(fit) : 0;
 }
 
 static void raise_high(struct uslub_thread *t, unsigned pages)
@@ -225,13 +190,13 @@ static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned
 			uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
 		else if (!uslub_trylock(&dp->lock, USLUB_LOCK_DEPOT))
 			continue;
-		unsigned m = bin_fit(&dp->bins, n);
+		unsigned m = medium_bin_fit(&dp->bins, n);
 		struct page_desc *d = NULL;
 		if (m) {
 			uint64_t before = dp->bins.pages;
-			d = bin_pop(&dp->bins, m);
+			d = medium_bin_pop(&dp->bins, m);
 			for (unsigned i = 1; i < b && dp->bins.count[m]; i++)
-				bin_push(&t->medium, bin_pop(&dp->bins, m), m);
+				medium_bin_push(&t->medium, medium_bin_pop(&dp->bins, m), m);
 			dp->used = true;
 			depot_note(dp, before);
 		}
@@ -279,7 +244,7 @@ static noinline struct page_desc *refill(struct uslub_thread *t, unsigned zone, 
 	carve(d, n, order, d->flags & PF_COLD);
 	for (unsigned i = 1; i < b; i++) {
 		carve(d + (size_t)i * n, n, order, PF_CACHED);
-		bin_push(&t->medium, d + (size_t)i * n, n);
+		medium_bin_push(&t->medium, d + (size_t)i * n, n);
 	}
 	atomic_fetch_add(&uslub_large_bytes, ((size_t)b * n) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
@@ -303,10 +268,10 @@ struct page_desc *uslub_medium_alloc(struct uslub_thread *t, unsigned zone, unsi
 		uslub_medium_drain(t);
 		t->medium_node = t->node;
 	}
-	unsigned m = bin_fit(&t->medium, n);
+	unsigned m = medium_bin_fit(&t->medium, n);
 	if (!m)
 		return refill(t, zone, n);
-	struct page_desc *d = bin_pop(&t->medium, m);
+	struct page_desc *d = medium_bin_pop(&t->medium, m);
 	d->flags = 0;
 	medium_stat(t, MEDIUM_HIT, 1);
 	return d;
@@ -371,7 +336,7 @@ static void put_back(unsigned depot, struct page_desc **batch, uint16_t *pages, 
 		}
 		if (dp->bins.pages + pages[i] > max)
 			break;
-		bin_push(&dp->bins, batch[i], pages[i]);
+		medium_bin_push(&dp->bins, batch[i], pages[i]);
 	}
 	depot_note(dp, before);
 	pthread_mutex_unlock(&dp->lock);
@@ -403,7 +368,7 @@ static noinline void flush(struct uslub_thread *t, unsigned keep, unsigned first
 			take = (m->count[n] + 1) / 2;
 			continue;
 		}
-		batch[k] = bin_pop(m, n);
+		batch[k] = medium_bin_pop(m, n);
 		pages[k++] = (uint16_t)n;
 		take--;
 		flushed++;
@@ -422,7 +387,7 @@ bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n)
 	if (unlikely(region_of(d)->nid != t->medium_node))
 		return false;
 	d->flags = PF_CACHED;
-	bin_push(&t->medium, d, n);
+	medium_bin_push(&t->medium, d, n);
 	medium_stat(t, MEDIUM_FREE, 1);
 	if (t->medium.pages > t->medium_high) {
 		unsigned before = t->medium.pages;
@@ -435,54 +400,10 @@ bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n)
 	return true;
 }
 
-/* The hit paths: no system call (so no errno to keep), no lock, no shared line written -
- * only the owner's busy flag (see "ownership"). Each test that fails hands the request to
- * the general path, which has the case; they took more instructions than the cache's own
- * work (tools/bench/results/medium-blocks.md). */
-void *uslub_medium_malloc(size_t size)
+void *uslub_medium_tick(void *p)
 {
-	struct uslub_thread *t = uslub_tls_thread;
-	unsigned n = (unsigned)((size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT);
-	if (unlikely(t->state != THREAD_LIVE || uslub_block_debug || t->node != t->medium_node))
-		return NULL;
 	uslub_huge_cache_tick();
-	if (unlikely(uslub_medium_enter(t))) {
-		uslub_medium_exit(t, true);
-		return NULL;
-	}
-	/* Its own bin first: bin_fit's masks cost more than the pop. */
-	unsigned m = t->medium.count[n] ? n : bin_fit(&t->medium, n);
-	struct page_desc *d = m ? bin_pop(&t->medium, m) : NULL;
-	uslub_medium_exit(t, false);
-	if (!d)
-		return NULL;
-	d->flags = 0;
-	uslub_large_set_request(d, size);
-	medium_stat(t, MEDIUM_HIT, 1);
-	return page_address(d);
-}
-
-bool uslub_medium_free_hit(struct page_desc *d)
-{
-	struct uslub_thread *t = uslub_tls_thread;
-	unsigned n = d->objects;
-	if (unlikely(n > MEDIUM_MAX_PAGES || t->state != THREAD_LIVE || uslub_block_debug ||
-		     region_of(d)->nid != t->medium_node))
-		return false;
-	uslub_huge_cache_tick();
-	if (unlikely(uslub_medium_enter(t))) {
-		uslub_medium_exit(t, true);
-		return false;
-	}
-	/* Past high the general path flushes, with errno kept around its system calls. */
-	bool hit = t->medium.pages + n <= t->medium_high;
-	if (hit) {
-		d->flags = PF_CACHED;
-		bin_push(&t->medium, d, n);
-		medium_stat(t, MEDIUM_FREE, 1);
-	}
-	uslub_medium_exit(t, false);
-	return hit;
+	return p;
 }
 
 void uslub_medium_drain(struct uslub_thread *t)
@@ -519,7 +440,7 @@ static void depot_empty(unsigned depot, bool if_unused)
 		if (!(if_unused && used))
 			for (; k < FLUSH_BATCH && dp->bins.nonempty; k++) {
 				unsigned n = (unsigned)__builtin_ctzll(dp->bins.nonempty);
-				batch[k] = bin_pop(&dp->bins, n);
+				batch[k] = medium_bin_pop(&dp->bins, n);
 				pages[k] = (uint16_t)n;
 			}
 		depot_note(dp, before);

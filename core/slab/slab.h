@@ -80,13 +80,41 @@ static inline void uslub_large_set_request(struct page_desc *d, size_t size)
 }
 
 void uslub_medium_init(struct uslub_thread *t);
-/* malloc and free of a medium block that the calling thread's cache serves as it is,
- * ahead of the general entries: NULL or false sends the request the general way
- * (uslub_large_alloc and uslub_large_free), which refills, flushes, makes the thread's
- * state and calls the debug hooks. size: USLUB_MAX_SMALL < size <= MEDIUM_MAX_PAGES
- * pages; d: a live large block, p its start. */
-void *uslub_medium_malloc(size_t size);
-bool uslub_medium_free_hit(struct page_desc *d);
+
+#if USLUB_STATS_ENABLED
+#define medium_stat(t, item, n)                                                                    \
+	uslub_own_store((t)->medium_stat[USLUB_##item], (t)->medium_stat[USLUB_##item] + (n))
+#else
+#define medium_stat(t, item, n) ((void)(t), (void)(n))
+#endif
+
+/* The bins (medium.c): one list per page count, and a mask of those that hold a block. */
+static inline void medium_bin_push(struct medium_bins *m, struct page_desc *d, unsigned n)
+{
+	d->next = m->head[n];
+	m->head[n] = d;
+	m->count[n]++;
+	m->nonempty |= 1ULL << n;
+	/* Relaxed atomics: the stats and the background thread peek at it unlocked. */
+	__atomic_store_n(&m->pages, m->pages + n, __ATOMIC_RELAXED);
+}
+static inline struct page_desc *medium_bin_pop(struct medium_bins *m, unsigned n)
+{
+	struct page_desc *d = m->head[n];
+	m->head[n] = d->next;
+	if (!--m->count[n])
+		m->nonempty &= ~(1ULL << n);
+	__atomic_store_n(&m->pages, m->pages - n, __ATOMIC_RELAXED);
+	return d;
+}
+/* The first bin from n to n + n/4 that has a block, or 0. */
+static inline unsigned medium_bin_fit(const struct medium_bins *m, unsigned n)
+{
+	unsigned last = n + n / 4 < MEDIUM_MAX_PAGES ? n + n / 4 : MEDIUM_MAX_PAGES;
+	uint64_t fit = m->nonempty & ~((1ULL << n) - 1) & ((2ULL << last) - 1);
+	return fit ? (unsigned)__builtin_ctzll(fit) : 0;
+}
+
 /* The owner's way into its cache (medium.c, "ownership"): a store and a compiler barrier,
  * unless an idle drain is claiming the cache, when it waits on slow_lock instead (true:
  * taken). uslub_medium_exit lets go of either. */
@@ -108,6 +136,76 @@ static inline void uslub_medium_exit(struct uslub_thread *t, bool locked)
 		uslub_slow_exit(t, true);
 	else
 		atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+}
+
+/* The hits: malloc and free of a medium block that the calling thread's cache serves as
+ * it is, inline in their callers' thin entries (thread/alloc.c, api/lookup.c), ahead of
+ * the general ones (uslub_large_alloc and uslub_large_free), which refill, flush, make the
+ * thread's state, call the debug hooks and wait for an idle drain. They call nothing - a
+ * case they do not serve returns NULL or false - so their callers save no register: out
+ * of line, with the calls in their cold paths, they took 55 instructions a free and 57 a
+ * malloc at 32 KiB, a third of them saves, restores and calls
+ * (tools/bench/results/medium-blocks.md). The huge cache's clock is looked at after the
+ * hit, through uslub_medium_tick, when it holds a mapping. */
+static inline bool uslub_medium_usable(const struct uslub_thread *t)
+{
+	return t->state == THREAD_LIVE && !uslub_block_debug && t->node == t->medium_node;
+}
+/* The owner in, without waiting: false when an idle drain claims the cache. */
+static inline bool uslub_medium_try_enter(struct uslub_thread *t)
+{
+	atomic_store_explicit(&t->medium_busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst); /* membarrier makes it a full fence */
+	if (unlikely(atomic_load_explicit(&t->medium_claim, memory_order_acquire))) {
+		atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+		return false;
+	}
+	if (unlikely(!atomic_load_explicit(&t->active, memory_order_relaxed)))
+		atomic_store_explicit(&t->active, true, memory_order_relaxed);
+	return true;
+}
+/* The huge cache's clock (page.h, uslub_huge_cache_tick), then p: out of line. */
+void *uslub_medium_tick(void *p);
+static inline bool uslub_tick_due(void)
+{
+	return atomic_load_explicit(&uslub_huge_expiry_ms, memory_order_relaxed) != 0;
+}
+/* size: USLUB_MAX_SMALL < size <= MEDIUM_MAX_PAGES pages. */
+static inline void *uslub_medium_pop(size_t size)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	unsigned n = (unsigned)((size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT);
+	if (unlikely(!uslub_medium_usable(t)) || unlikely(!uslub_medium_try_enter(t)))
+		return NULL;
+	/* Its own bin first: medium_bin_fit's masks cost more than the pop. */
+	unsigned m = t->medium.count[n] ? n : medium_bin_fit(&t->medium, n);
+	struct page_desc *d = m ? medium_bin_pop(&t->medium, m) : NULL;
+	atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+	if (!d)
+		return NULL;
+	d->flags = 0;
+	uslub_large_set_request(d, size);
+	medium_stat(t, MEDIUM_HIT, 1);
+	return page_address(d);
+}
+/* d: a live large block, not cached, held or guarded; the caller frees its start. Past
+ * high the general path flushes, with errno kept around its system calls. */
+static inline bool uslub_medium_push(struct page_desc *d)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	unsigned n = d->objects;
+	if (unlikely(n > MEDIUM_MAX_PAGES) || unlikely(!uslub_medium_usable(t)) ||
+	    unlikely(t->medium.pages + n > t->medium_high))
+		return false;
+	if (unlikely(uslub_nr_nodes > 1) && region_of(d)->nid != t->medium_node)
+		return false;
+	if (unlikely(!uslub_medium_try_enter(t)))
+		return false;
+	d->flags = PF_CACHED;
+	medium_bin_push(&t->medium, d, n);
+	medium_stat(t, MEDIUM_FREE, 1);
+	atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+	return true;
 }
 /* The idle drain's way in, under the thread's slow_lock: the cache to the depot unless the
  * owner is in it. */

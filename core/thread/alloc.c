@@ -45,40 +45,54 @@ static void stat_request(unsigned cls, size_t size)
 #endif
 }
 
-void *uslub_slab_alloc_slow(size_t size)
+/* Small sizes: the barn, else the slab layer. */
+static noinline void *alloc_small(size_t size)
 {
-	if (likely(size <= USLUB_MAX_SMALL)) {
-		unsigned cls = uslub_size_to_class(size);
-		struct uslub_thread *t = uslub_tls_thread;
-		/* An open sheaf (so a live thread, set up, of a plain cache) ran empty: the
-		 * barn first, without the detour through the general entry below (a sixth of
-		 * what a sheaf's round trip costs in batches). */
-		if (likely(t->cpu[cls].sheaf_cap)) {
-			/* The internal-waste sample (stats.h), inline: the state is live. */
-			uslub_stat(&t->cpu[cls], SAMPLE_REQUESTS);
-			uslub_stat_add(&t->cpu[cls], SAMPLE_REQUESTED_BYTES, size);
-			unsigned half;
-			void *object = uslub_sheaf_refill_barn(t, cls, &half);
-			if (likely(object))
-				return object;
-			return refill_below(t, cls, half);
-		}
+	unsigned cls = uslub_size_to_class(size);
+	struct uslub_thread *t = uslub_tls_thread;
+	/* An open sheaf (so a live thread, set up, of a plain cache) ran empty: the barn
+	 * first, without the detour through the general entry below (a sixth of what a
+	 * sheaf's round trip costs in batches). */
+	if (likely(t->cpu[cls].sheaf_cap)) {
+		/* The internal-waste sample (stats.h), inline: the state is live. */
+		uslub_stat(&t->cpu[cls], SAMPLE_REQUESTS);
+		uslub_stat_add(&t->cpu[cls], SAMPLE_REQUESTED_BYTES, size);
+		unsigned half;
+		void *object = uslub_sheaf_refill_barn(t, cls, &half);
+		if (likely(object))
+			return object;
+		return refill_below(t, cls, half);
 	}
-	if (size <= USLUB_MAX_SMALL) {
-		unsigned cls = uslub_size_to_class(size);
-		stat_request(cls, size); /* the internal-waste sample, see stat_request */
-		return uslub_slab_alloc_class(cls, size);
-	}
-	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT) {
-		void *p = uslub_medium_malloc(size);
-		if (likely(p))
-			return p;
-	}
+	stat_request(cls, size); /* the internal-waste sample, see stat_request */
+	return uslub_slab_alloc_class(cls, size);
+}
+
+static noinline void *alloc_large_general(size_t size)
+{
 	if (size > PTRDIFF_MAX) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	return uslub_thread_large_alloc(size, 0, false);
+}
+
+/* Large sizes: a medium block the thread's cache holds, with nothing saved or called on
+ * the way (slab.h, the hits), else the large-block layer. */
+static inline void *alloc_large(size_t size)
+{
+	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT) {
+		void *p = uslub_medium_pop(size);
+		if (likely(p))
+			return unlikely(uslub_tick_due()) ? uslub_medium_tick(p) : p;
+	}
+	return alloc_large_general(size);
+}
+
+void *uslub_slab_alloc_slow(size_t size)
+{
+	if (likely(size <= USLUB_MAX_SMALL))
+		return alloc_small(size);
+	return alloc_large(size);
 }
 
 /* A medium block goes through the thread's cache (slab/medium.c), so a thread whose first
