@@ -194,13 +194,17 @@ static inline bool uslub_medium_push(struct page_desc *d)
 {
 	struct uslub_thread *t = uslub_tls_thread;
 	unsigned n = d->objects;
-	if (unlikely(n > MEDIUM_MAX_PAGES) || unlikely(!uslub_medium_usable(t)) ||
-	    unlikely(t->medium.pages + n > t->medium_high))
+	if (unlikely(n > MEDIUM_MAX_PAGES) || unlikely(!uslub_medium_usable(t)))
 		return false;
 	if (unlikely(uslub_nr_nodes > 1) && region_of(d)->nid != t->medium_node)
 		return false;
 	if (unlikely(!uslub_medium_try_enter(t)))
 		return false;
+	/* Read once in: an idle drain empties the cache while the owner is out. */
+	if (unlikely(t->medium.pages + n > t->medium_high)) {
+		atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+		return false;
+	}
 	d->flags = PF_CACHED;
 	medium_bin_push(&t->medium, d, n);
 	medium_stat(t, MEDIUM_FREE, 1);
