@@ -98,13 +98,26 @@ extern _Atomic int uslub_hooks_pending;
 extern _Atomic int uslub_rcu_pending;
 
 /* A safe point: no allocator lock held, so a nested malloc (pthread_create's) is
- * harmless. The allocation and free slow paths pass here. */
+ * harmless. The allocation and free slow paths pass here - a free through
+ * uslub_safe_point_free, with its caller: glibc's loader frees a finished thread's TLS
+ * (_dl_deallocate_tls) while libc holds dl_stack_cache_lock, which pthread_create and
+ * call_rcu's first thread take, and a free that started the background thread there
+ * waited on that lock for good (parked_threads hung in 1 run of 6). */
 static inline void uslub_safe_point(void)
 {
 	if (__builtin_expect(atomic_load_explicit(&uslub_hooks_pending, memory_order_relaxed), 0))
 		uslub_hooks.background_start();
 	if (__builtin_expect(atomic_load_explicit(&uslub_rcu_pending, memory_order_relaxed), 0))
 		uslub_hooks.rcu_flush();
+}
+bool uslub_os_in_ldso(const void *addr);
+static inline void uslub_safe_point_free(const void *caller)
+{
+	if (__builtin_expect(atomic_load_explicit(&uslub_hooks_pending, memory_order_relaxed) |
+				 atomic_load_explicit(&uslub_rcu_pending, memory_order_relaxed),
+			     0) &&
+	    !uslub_os_in_ldso(caller))
+		uslub_safe_point();
 }
 
 #pragma GCC visibility pop

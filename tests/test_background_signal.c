@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "test_util.h"
 
@@ -116,10 +117,31 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+#ifdef USLUB_PREFIXED
+/* The loader's frees start no thread (hooks.h): they may come with libc's
+ * dl_stack_cache_lock held, which pthread_create takes. The test of "the loader" itself,
+ * on a function the loader exports and on one of the program's. */
+bool uslub_os_in_ldso(const void *addr);
+extern void *__tls_get_addr(void *);
+static void loader_frees(void)
+{
+	CHECKF(uslub_os_in_ldso((const void *)(uintptr_t)__tls_get_addr),
+	       "__tls_get_addr lies in the loader");
+	CHECKF(!uslub_os_in_ldso((const void *)(uintptr_t)loader_frees),
+	       "the program's code does not");
+	CHECKF(!uslub_os_in_ldso((const void *)(uintptr_t)printf), "nor libc's");
+}
+#else
+static void loader_frees(void)
+{
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	(void)argc;
 	tu_clean_env(argv);
+	loader_frees();
 	printf("test_background_signal (%s): SIGUSR1 blocked in the program's threads, taken "
 	       "by sigwait, %d times\n",
 	       VARIANT, SIGNALS);

@@ -55,7 +55,7 @@ free_classified(void *p, const struct uslub_ptr *ptr, const char *op, void *call
 		if (unlikely(uslub_debug_every_cache))
 			uslub_debug_check_block_kind(ptr->d, p, KIND_MALLOC, op);
 		uslub_thread_large_free(ptr->d, p); /* into the thread's medium cache */
-		uslub_safe_point();
+		uslub_safe_point_free(caller);
 		break;
 	case PTR_SLAB:
 		uslub_object_free(p, ptr->d, caller);

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <linux/futex.h>
+#include <link.h>
 #include <linux/membarrier.h>
 #include <numaif.h>
 #include <sys/auxv.h>
@@ -403,4 +404,25 @@ int uslub_os_bind(void *addr, size_t size, unsigned node)
 		return -1;
 	errno = saved;
 	return 0;
+}
+
+/* The dynamic linker's mapping, from its ELF header at AT_BASE: glibc's loader frees a
+ * finished thread's TLS while libc holds dl_stack_cache_lock (hooks.h, safe points). Read
+ * once; a race reads the same values. */
+bool uslub_os_in_ldso(const void *addr)
+{
+	static uintptr_t lo, hi;
+	if (!hi) {
+		const ElfW(Ehdr) *eh = (const void *)getauxval(AT_BASE);
+		if (!eh)
+			return false;
+		const ElfW(Phdr) *ph = (const void *)((const char *)eh + eh->e_phoff);
+		uintptr_t end = 0;
+		for (unsigned i = 0; i < eh->e_phnum && i < 64; i++)
+			if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr + ph[i].p_memsz > end)
+				end = ph[i].p_vaddr + ph[i].p_memsz;
+		lo = (uintptr_t)eh;
+		hi = lo + end;
+	}
+	return (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
 }

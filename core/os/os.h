@@ -113,6 +113,9 @@ void uslub_os_clock(clockid_t id, struct timespec *ts);
 bool uslub_os_clock_is_vdso(void);
 /* sched_yield as the system call, for the same reason. */
 void uslub_os_yield(void);
+/* Whether addr lies in the dynamic linker (ld.so), whose frees may come with libc's
+ * internal locks held. */
+bool uslub_os_in_ldso(const void *addr);
 /* Milliseconds of CLOCK_MONOTONIC_COARSE: a vDSO read, no system call - the clock of the
  * decay, the barns' decay and the huge-mapping cache's expiry. */
 uint64_t uslub_os_now_ms(void);

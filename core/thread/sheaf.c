@@ -421,8 +421,9 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 	uslub_stat(cc, FREE_SLOWPATH);
 	/* A safe point, as the allocation slow path's: the flush may have freed the pages
 	 * that make the background thread worth starting, and a program that frees a spike
-	 * then runs on its sheaves alone would reach no other slow path. */
-	uslub_safe_point();
+	 * then runs on its sheaves alone would reach no other slow path. free reaches here by
+	 * a tail call, so the return address is free's caller (hooks.h: not the loader). */
+	uslub_safe_point_free(__builtin_return_address(0));
 }
 
 /* The objects were counted as freed when they went into the sheaf, so sending them on
