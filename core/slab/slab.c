@@ -470,14 +470,14 @@ static struct page_desc *allocate_slab(struct uslub_cache *c, struct uslub_threa
 			if (uslub_config.high_order_wait) {
 				/* The pre-fix kernel: wait for the lock, grow, and at the cap
 				 * hand memory back to make room - all on the caller's time. */
-				uslub_stat(cc, HIGH_ORDER_STALL);
+				stat_to(cc, c, HIGH_ORDER_STALL);
 				s = uslub_pages_alloc(t->node, order, GFP_RECLAIM);
 			} else {
 				uslub_hooks.background_kick();
 			}
 		}
 		if (!s) {
-			uslub_stat(cc, ORDER_FALLBACK);
+			stat_to(cc, c, ORDER_FALLBACK);
 			order = c->min_order;
 		}
 	}
@@ -496,7 +496,7 @@ struct page_desc *uslub_new_slab(struct uslub_cache *c, struct uslub_thread *t,
 	struct page_desc *s = allocate_slab(c, t, cc, &order);
 	if (!s)
 		return NULL;
-	uslub_stat(cc, ALLOC_SLAB);
+	stat_to(cc, c, ALLOC_SLAB);
 	*fl = init_slab(c, s, order, t);
 	uslub_note_in_use();
 	return s;

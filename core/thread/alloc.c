@@ -36,8 +36,8 @@ static void stat_request(unsigned cls, size_t size)
 	struct uslub_thread *t = uslub_tls_thread;
 	/* The empty and dead states are shared by many threads: their slow path builds or
 	 * borrows a state, and a sample lost there does not matter. */
-	if (t->state != THREAD_LIVE)
-		return;
+	if (t->state != THREAD_LIVE || uslub_early_due(t, cls))
+		return; /* an early object writes nothing of cpu[cls] (sheaf.c) */
 	uslub_stat(&t->cpu[cls], SAMPLE_REQUESTS);
 	uslub_stat_add(&t->cpu[cls], SAMPLE_REQUESTED_BYTES, size);
 #else
@@ -220,9 +220,15 @@ static void *alloc_class(unsigned cls)
 	 * pthread_create are harmless. */
 	uslub_safe_point();
 	if (unlikely(t->state == THREAD_EMPTY))
-		t = uslub_thread_create();
+		t = uslub_thread_state(); /* published below, or at its first free */
 	if (likely(t && t->state == THREAD_LIVE)) {
 		unsigned half = 0;
+		if (uslub_early_due(t, cls)) {
+			void *object = uslub_alloc_early(t, cls);
+			if (object)
+				return object;
+		}
+		uslub_tls_thread = t; /* its sheaf of cls opens: published (thread.h) */
 		uslub_sheaf_open(t, &t->cpu[cls], cls);
 		if (t->cpu[cls].sheaf_cap) {
 			void *object = uslub_sheaf_refill_barn(t, cls, &half);
