@@ -36,8 +36,8 @@ static void stat_request(unsigned cls, size_t size)
 	struct uslub_thread *t = uslub_tls_thread;
 	/* The empty and dead states are shared by many threads: their slow path builds or
 	 * borrows a state, and a sample lost there does not matter. */
-	if (t->state != THREAD_LIVE || uslub_early_due(t, cls))
-		return; /* an early object writes nothing of cpu[cls] (sheaf.c) */
+	if (t->state != THREAD_LIVE)
+		return;
 	uslub_stat(&t->cpu[cls], SAMPLE_REQUESTS);
 	uslub_stat_add(&t->cpu[cls], SAMPLE_REQUESTED_BYTES, size);
 #else
