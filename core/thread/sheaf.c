@@ -105,8 +105,8 @@ static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
  * cost: a CPU is never idle for long with one; a thread may be). The first
  * EARLY_OBJECTS (thread.h) come one at a time with the sheaf closed, so that they cost
  * no page of the thread's cpu[] either (uslub_alloc_early); the sheaf then opens, and
- * its first refill takes SHARED_REFILL more the same way. Seven in all, as the refills
- * of 1, 2 and 4 that came before the early objects. */
+ * its first refill takes SHARED_REFILL more the same way: seven in all, as the refills
+ * of 1, 2 and 4 took before there were early objects. */
 #define SHARED_REFILLS 1
 #define SHARED_REFILL  4
 
