@@ -387,8 +387,10 @@ void uslub_threads_after_fork_child(void)
 static void drain_state(struct uslub_thread *t)
 {
 	uslub_thread_flush_slabs(t);
+	/* Written only where set: a parked thread's state has most of cpu[] untouched. */
 	for (unsigned i = 0, n = uslub_caches_in_use(); i < n; i++)
-		t->cpu[i].shared_refills = 0;
+		if (t->cpu[i].shared_refills)
+			t->cpu[i].shared_refills = 0;
 	uslub_medium_drain_idle(t);
 }
 
