@@ -337,7 +337,8 @@ struct cache_cpu {
 	uint16_t sheaf_cap;   /* 0 for threads without state and for debug caches */
 	uint16_t nr_partial;
 	/* Refills served from the node's shared slabs before the thread holds a slab of
-	 * this cache (sheaf.c): a thread that allocates a few objects costs no slab. */
+	 * this cache, after its early objects (sheaf.c): a thread that allocates a few
+	 * objects costs no slab. */
 	uint8_t shared_refills;
 	uint8_t last_move;	   /* the sheaf's last slow path: SHEAF_REFILLED or SHEAF_SPILLED */
 	void *freelist;		   /* objects of `slab`, taken without atomics */
@@ -474,6 +475,10 @@ struct uslub_thread {
 	 * slow_lock, so it is atomic (relaxed: a late look only delays a drain). */
 	_Atomic bool active;
 	uint8_t idle_ticks; /* the drain's looks since then; 2: idle, given back */
+	/* Objects of each cache taken with its sheaf still closed (sheaf.c, early
+	 * objects): counted here, on the page creation writes anyway, so that a thread
+	 * holding a few blocks of a dozen caches writes no page of cpu[]. */
+	uint8_t early[USLUB_NR_CACHES];
 	/* The kernel's ids of the thread that made the state, so a sweep can tell it is gone
 	 * (thread.c, reaping). tid 0: never swept - the orphan, a state being torn down, and
 	 * in a forked child the parent's other threads'. Set before the state is published,
@@ -482,6 +487,10 @@ struct uslub_thread {
 };
 
 _Static_assert(sizeof(struct uslub_thread) <= (USLUB_PAGE_SIZE << 4), "a thread state is order 4");
+/* What a state's creation writes - the fields after cpu[] - lies on one page. */
+_Static_assert(sizeof(struct cache_cpu[USLUB_NR_CACHES]) >> USLUB_PAGE_SHIFT ==
+		   (sizeof(struct uslub_thread) - 1) >> USLUB_PAGE_SHIFT,
+	       "a thread state's own fields share one page");
 _Static_assert(CPU_OFF(USLUB_NR_CACHES - 1) == (USLUB_NR_CACHES - 1) * CPU_BYTES,
 	       "every cache's cache_cpu offset fits page_test.cpu_off");
 _Static_assert(USLUB_NR_CACHES < CLS_NONE, "a class byte names every cache");

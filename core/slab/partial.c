@@ -9,10 +9,9 @@
  * freelist `fl`, if it is the current slab, and the local list) join the remote ones on
  * the slab's own list; the slab then goes to the node's partial list, back to the page
  * allocator when empty, or nowhere when full. */
-void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
-			   struct uslub_thread *t)
+static void deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
+			    struct uslub_thread *t, struct cache_cpu *cc)
 {
-	struct cache_cpu *cc = &t->cpu[c->cls];
 	struct cache_node *n = node_of_slab(c, s);
 	char *base = page_address(s);
 	/* The owner's free objects: the thread freelist (only when a thread flushes) ahead
@@ -84,23 +83,34 @@ void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
 			break;
 	}
 	if (!locked) {
-		uslub_stat(cc, DEACTIVATE_FULL);
+		stat_to(cc, c, DEACTIVATE_FULL);
 		return;
 	}
 	if (remote)
-		uslub_stat(cc, DEACTIVATE_REMOTE_FREES);
+		stat_to(cc, c, DEACTIVATE_REMOTE_FREES);
 	if (inuse == 0 && n->nr_partial >= c->min_partial) {
 		pthread_mutex_unlock(&n->list_lock);
-		uslub_stat(cc, DEACTIVATE_EMPTY);
+		stat_to(cc, c, DEACTIVATE_EMPTY);
 		uslub_discard_slab(c, s, t);
 		return;
 	}
 	add_partial(n, s, inuse == 0);
 	if (inuse == 0)
-		uslub_stat(cc, DEACTIVATE_TO_TAIL);
+		stat_to(cc, c, DEACTIVATE_TO_TAIL);
 	else
-		uslub_stat(cc, DEACTIVATE_TO_HEAD);
+		stat_to(cc, c, DEACTIVATE_TO_HEAD);
 	pthread_mutex_unlock(&n->list_lock);
+}
+
+void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
+			   struct uslub_thread *t)
+{
+	deactivate_slab(c, s, fl, t, &t->cpu[c->cls]);
+}
+
+void uslub_deactivate_shared(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t)
+{
+	deactivate_slab(c, s, NULL, t, NULL);
 }
 
 void uslub_unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct uslub_thread *t)

@@ -150,9 +150,12 @@
  *    cache_cpu's place and reads no descriptor either. The barn is sized in bytes, not
  *    sheaves: a barn of 8 sheaves sent most of a large batch back to its slabs.
  *
- *    A thread's first objects of a cache come from the node's shared partial slabs (1, 2,
- *    then 4 objects) before it takes a slab of its own (sheaf.c): a thread that holds a
- *    dozen small blocks costs a dozen objects, not a slab per cache. Sheaves are emptied
+ *    A thread's first objects of a cache come from the node's shared partial slabs (3
+ *    early objects one at a time, then 4) before it takes a slab of its own (sheaf.c): a
+ *    thread that holds a dozen small blocks costs a dozen objects, not a slab per cache.
+ *    The early ones come with the sheaf closed, and until a sheaf of the thread opens its
+ *    state is not published (thread.h): the fast paths read the empty state's cpu[], and
+ *    such a thread has written and read its own state's fields alone. Sheaves are emptied
  *    into their slabs by malloc_trim and at thread exit; barns by malloc_trim. Debug
  *    caches have no sheaf, and with USLUB_SHEAVES=0 every operation takes the slab layer
  *    (SLUB as it was, for comparison). Objects in a sheaf or a barn keep their free mark,
@@ -470,14 +473,14 @@ static struct page_desc *allocate_slab(struct uslub_cache *c, struct uslub_threa
 			if (uslub_config.high_order_wait) {
 				/* The pre-fix kernel: wait for the lock, grow, and at the cap
 				 * hand memory back to make room - all on the caller's time. */
-				uslub_stat(cc, HIGH_ORDER_STALL);
+				stat_to(cc, c, HIGH_ORDER_STALL);
 				s = uslub_pages_alloc(t->node, order, GFP_RECLAIM);
 			} else {
 				uslub_hooks.background_kick();
 			}
 		}
 		if (!s) {
-			uslub_stat(cc, ORDER_FALLBACK);
+			stat_to(cc, c, ORDER_FALLBACK);
 			order = c->min_order;
 		}
 	}
@@ -496,7 +499,7 @@ struct page_desc *uslub_new_slab(struct uslub_cache *c, struct uslub_thread *t,
 	struct page_desc *s = allocate_slab(c, t, cc, &order);
 	if (!s)
 		return NULL;
-	uslub_stat(cc, ALLOC_SLAB);
+	stat_to(cc, c, ALLOC_SLAB);
 	*fl = init_slab(c, s, order, t);
 	uslub_note_in_use();
 	return s;

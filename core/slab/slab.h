@@ -335,6 +335,22 @@ static inline void stat_shared(struct uslub_thread *t, unsigned cls, enum uslub_
 #endif
 }
 
+/* A counter of the cache itself, for an event no thread's cache_cpu should be written
+ * for (a thread's early objects, sheaf.c): atomically, as stat_shared's. */
+#if USLUB_STATS_ENABLED
+#define stat_cache(c, item) __atomic_fetch_add(&(c)->stat[USLUB_STAT_##item], 1, __ATOMIC_RELAXED)
+#else
+#define stat_cache(c, item) ((void)(c))
+#endif
+/* ... into cc, a thread's, unless it is NULL. */
+#define stat_to(cc, c, item)                                                                       \
+	do {                                                                                       \
+		if (cc)                                                                            \
+			uslub_stat(cc, item);                                                      \
+		else                                                                               \
+			stat_cache(c, item);                                                       \
+	} while (0)
+
 static inline void add_partial(struct cache_node *n, struct page_desc *s, bool tail)
 {
 	if (tail)
@@ -410,11 +426,15 @@ struct uslub_rcu_stats {
 };
 extern struct uslub_rcu_stats uslub_rcu_stats;
 
+/* cc: where its counters go; NULL for the cache's own (uslub_deactivate_shared). */
 struct page_desc *uslub_new_slab(struct uslub_cache *c, struct uslub_thread *t,
 				 struct cache_cpu *cc, void **fl);
 void uslub_discard_slab(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
 void uslub_deactivate_slab(struct uslub_cache *c, struct page_desc *s, void *fl,
 			   struct uslub_thread *t);
+/* The same for a new slab that no cache_cpu of t holds (a thread's early object,
+ * thread/sheaf.c), made with uslub_new_slab(..., NULL, ...): counted in the cache. */
+void uslub_deactivate_shared(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
 void uslub_unfreeze_partials(struct uslub_cache *c, struct cache_cpu *cc, struct uslub_thread *t);
 void uslub_put_cpu_partial(struct uslub_cache *c, struct page_desc *s, struct uslub_thread *t);
 struct page_desc *uslub_get_partial(struct uslub_cache *c, struct uslub_thread *t,

@@ -234,9 +234,15 @@ static void *alloc_class(unsigned cls)
 	 * pthread_create are harmless. */
 	uslub_safe_point();
 	if (unlikely(t->state == THREAD_EMPTY))
-		t = uslub_thread_create();
+		t = uslub_thread_state(); /* published below, or at its first free */
 	if (likely(t && t->state == THREAD_LIVE)) {
 		unsigned half = 0;
+		if (uslub_early_due(t, cls)) {
+			void *object = uslub_alloc_early(t, cls);
+			if (object)
+				return object;
+		}
+		uslub_tls_thread = t; /* its sheaf of cls opens: published (thread.h) */
 		uslub_sheaf_open(t, &t->cpu[cls], cls);
 		if (t->cpu[cls].sheaf_cap) {
 			void *object = uslub_sheaf_refill_barn(t, cls, &half);

@@ -99,12 +99,16 @@ static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
 	return again ? n : (n + 1) / 2;
 }
 
-/* Refills of a thread's first objects of a cache come from slabs the node shares, a few
- * objects at a time (1, 2, 4), before the thread takes a slab of its own: a thread that
- * allocates a dozen small blocks of different sizes then costs a dozen objects, not a
- * slab per cache (the kernel's per-CPU slab has no such cost: a CPU is never idle for
- * long with one; a thread may be). */
-#define SHARED_REFILLS 3
+/* A thread's first objects of a cache come from slabs the node shares before it takes a
+ * slab of its own: a thread that allocates a dozen small blocks of different sizes then
+ * costs a dozen objects, not a slab per cache (the kernel's per-CPU slab has no such
+ * cost: a CPU is never idle for long with one; a thread may be). The first
+ * EARLY_OBJECTS (thread.h) come one at a time with the sheaf closed, so that they cost
+ * no page of the thread's cpu[] either (uslub_alloc_early); the sheaf then opens, and
+ * its first refill takes SHARED_REFILL more the same way: seven in all, as the refills
+ * of 1, 2 and 4 took before there were early objects. */
+#define SHARED_REFILLS 1
+#define SHARED_REFILL  4
 
 /* Up to `want` free objects off the remote list of s, an unfrozen slab on the node's
  * partial list, under the node's list_lock: only list_lock holders take from such a list
@@ -199,6 +203,49 @@ static void *refill_shared(struct uslub_thread *t, struct uslub_cache *c, struct
 	sheaf_set_count(cc, k - 1);
 	mark_allocated(object);
 	uslub_stat(cc, ALLOC_SLOWPATH);
+	return object;
+}
+
+/* One object off the first slab of the node's partial list, for a thread whose sheaf of
+ * cls is closed, or off a new slab that then goes onto that list: nothing of cpu[cls] is
+ * read or written, and the counters go to the cache. A parked thread that holds a dozen
+ * small blocks then has written only its state's own fields, one page
+ * (tools/bench/results/parked-threads.md). The object's free, by the thread itself,
+ * opens the sheaf (uslub_sheaf_overflow). With several nodes, the sheaf's refill
+ * searches the others before a new slab is made (get_any_partial): NULL then. */
+void *uslub_alloc_early(struct uslub_thread *t, unsigned cls)
+{
+	struct uslub_cache *c = &uslub_caches[cls];
+	struct cache_node *n = cache_node_of(c, t->node);
+	void *object = NULL;
+	if (__atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED)) {
+		uslub_lock(&n->list_lock, USLUB_LOCK_LIST);
+		if (n->nr_partial)
+			take_shared(c, n, cds_list_first_entry(&n->partial, struct page_desc, list),
+				    &object, 1);
+		pthread_mutex_unlock(&n->list_lock);
+		if (object)
+			stat_cache(c, ALLOC_FROM_PARTIAL);
+	}
+	if (!object && uslub_nr_nodes == 1) {
+		/* The page cache is the slow-path lock's (thread.c, idle drain). */
+		bool in = uslub_slow_enter(t);
+		void *fl;
+		struct page_desc *s = uslub_new_slab(c, t, NULL, &fl);
+		if (s) {
+			object = fl;
+			/* The rest is the node's, as refill_shared leaves it. */
+			s->local_free = get_next_checked(c, s, fl);
+			s->local_count = (uint16_t)(s->objects - 1);
+			uslub_deactivate_shared(c, s, t);
+		}
+		uslub_slow_exit(t, in);
+	}
+	if (!object)
+		return NULL;
+	t->early[cls]++;
+	mark_allocated(object);
+	stat_cache(c, ALLOC_SLOWPATH);
 	return object;
 }
 
@@ -324,7 +371,7 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
 	void *object;
 
 	if (!cc->slab && !cc->freelist && cc->shared_refills < SHARED_REFILLS) {
-		unsigned want = 1u << cc->shared_refills++;
+		unsigned want = SHARED_REFILL << cc->shared_refills++;
 		return refill_shared(t, c, cc, want < cap ? want : cap);
 	}
 	if (cc->freelist) {

@@ -98,7 +98,11 @@ static void registry_del(struct uslub_thread *t)
 	urcu_bp_synchronize_rcu();
 }
 
-struct uslub_thread *uslub_thread_create(void)
+/* The calling thread's own state once made, published in uslub_tls_thread or not yet
+ * (alloc.c, early objects). */
+__thread struct uslub_thread *uslub_tls_state __attribute__((tls_model("initial-exec")));
+
+static struct uslub_thread *thread_make(void)
 {
 	/* Before this state is made, so a reaped state's pages can be the new one's. */
 	uslub_threads_reap(SWEEP_BUDGET);
@@ -129,10 +133,24 @@ struct uslub_thread *uslub_thread_create(void)
 	 * writing 36 capacities would touch every page of the state, and a thread that
 	 * uses a few classes would pay for all of them in resident memory. */
 	registry_add(t);
-	uslub_tls_thread = t;
+	uslub_tls_state = t;
 	/* May allocate (for keys past the first 32) and so come back here: by now the
 	 * thread's state is in place, so the nested call takes the ordinary path. */
 	pthread_setspecific(thread_key, t);
+	return t;
+}
+
+struct uslub_thread *uslub_thread_state(void)
+{
+	struct uslub_thread *t = uslub_tls_state;
+	return t ? t : thread_make();
+}
+
+struct uslub_thread *uslub_thread_create(void)
+{
+	struct uslub_thread *t = uslub_thread_state();
+	if (t)
+		uslub_tls_thread = t;
 	return t;
 }
 
@@ -201,6 +219,7 @@ static void thread_exit(void *arg)
 	if (!t || t->state != THREAD_LIVE)
 		return;
 	uslub_tls_thread = &dead_thread;
+	uslub_tls_state = NULL;
 	thread_teardown(t);
 	/* Outside malloc and any lock: a good time to go on with a pass. */
 	uslub_threads_reap(SWEEP_BUDGET);
@@ -345,7 +364,7 @@ void uslub_threads_after_fork_parent(void)
  * would find its parent's thread gone one day and tear down the state in use. */
 void uslub_threads_after_fork_child(void)
 {
-	struct uslub_thread *me = uslub_tls_thread;
+	struct uslub_thread *me = uslub_tls_state ? uslub_tls_state : uslub_tls_thread;
 	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
 		t->tgid = t == me ? getpid() : 0;
 		t->tid = t == me ? gettid() : 0;
@@ -368,14 +387,16 @@ void uslub_threads_after_fork_child(void)
 static void drain_state(struct uslub_thread *t)
 {
 	uslub_thread_flush_slabs(t);
+	/* Written only where set: a parked thread's state has most of cpu[] untouched. */
 	for (unsigned i = 0, n = uslub_caches_in_use(); i < n; i++)
-		t->cpu[i].shared_refills = 0;
+		if (t->cpu[i].shared_refills)
+			t->cpu[i].shared_refills = 0;
 	uslub_medium_drain_idle(t);
 }
 
 unsigned uslub_threads_drain_idle(void)
 {
-	struct uslub_thread *me = uslub_tls_thread;
+	struct uslub_thread *me = uslub_tls_state;
 	unsigned drained = 0, busy = 0;
 	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {

@@ -34,6 +34,15 @@ void uslub_thread_flush(struct uslub_thread *t);
 void uslub_thread_flush_slabs(struct uslub_thread *t);
 /* ... the slab and partial slabs of cache i alone (an object cache's shrink). */
 void uslub_thread_flush_cache_slabs(struct uslub_thread *t, unsigned i);
+/* The calling thread's state, made at its first allocation. uslub_tls_thread points to
+ * the shared empty state until the thread needs one of its sheaves: its first objects of
+ * each cache are early objects (sheaf.c), and until then the fast paths read the empty
+ * state's cpu[] - every sheaf empty, every magic 0 - rather than the thread's own, whose
+ * pages then cost nothing: on some kernels a first read of an anonymous page takes a page
+ * of memory as a write does. uslub_thread_state: made if need be (NULL when no memory is
+ * left), not published; uslub_thread_create: published too. */
+extern __thread struct uslub_thread *uslub_tls_state;
+struct uslub_thread *uslub_thread_state(void);
 struct uslub_thread *uslub_thread_create(void);
 /* uslub_large_alloc and _free, with the thread's state made first for a medium block. */
 void *uslub_thread_large_alloc(size_t size, size_t align, bool zero);
@@ -129,6 +138,20 @@ static inline void uslub_sheaf_open(struct uslub_thread *t, struct cache_cpu *cc
 	}
 }
 void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half);
+/* A live thread's first EARLY_OBJECTS objects of a cache with sheaves come one at a time
+ * from the node's partial slabs while its sheaf of the cache is closed, so that nothing
+ * of the cache's cache_cpu is written (sheaf.c). A state not published yet has every
+ * sheaf closed, and its cpu[cls] is not even read (see uslub_tls_state). */
+#define EARLY_OBJECTS 3
+static inline bool uslub_early_due(const struct uslub_thread *t, unsigned cls)
+{
+	return t->state == THREAD_LIVE && t->early[cls] < EARLY_OBJECTS &&
+	       uslub_caches[cls].sheaf_capacity &&
+	       (t != uslub_tls_thread || !t->cpu[cls].sheaf_cap);
+}
+/* One early object, or NULL when the node has no partial slab of cls (the sheaf then
+ * opens, and its first refill makes one). */
+void *uslub_alloc_early(struct uslub_thread *t, unsigned cls);
 /* The thread's slab layer (alloc.c's ___slab_alloc): one object, the rest of a freelist
  * left in cc->freelist. */
 void *uslub_alloc_refill(struct uslub_thread *t, unsigned cls);
