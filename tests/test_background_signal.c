@@ -19,6 +19,7 @@
 #endif
 
 #include <dirent.h>
+#include <sys/auxv.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -120,13 +121,17 @@ static void *worker_main(void *arg)
 #ifdef USLUB_PREFIXED
 /* The loader's frees start no thread (hooks.h): they may come with libc's
  * dl_stack_cache_lock held, which pthread_create takes. The test of "the loader" itself,
- * on a function the loader exports and on one of the program's. */
+ * on what the loader exports and on the program's and libc's code. */
 bool uslub_os_in_ldso(const void *addr);
 extern void *__tls_get_addr(void *);
 static void loader_frees(void)
 {
+	const char *base = (const char *)getauxval(AT_BASE);
+	CHECKF(uslub_os_in_ldso(base + 64), "the loader's ELF header lies in the loader");
+#ifndef __SANITIZE_ADDRESS__ /* ASan puts its own __tls_get_addr first */
 	CHECKF(uslub_os_in_ldso((const void *)(uintptr_t)__tls_get_addr),
 	       "__tls_get_addr lies in the loader");
+#endif
 	CHECKF(!uslub_os_in_ldso((const void *)(uintptr_t)loader_frees),
 	       "the program's code does not");
 	CHECKF(!uslub_os_in_ldso((const void *)(uintptr_t)printf), "nor libc's");

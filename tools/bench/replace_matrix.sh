@@ -1,0 +1,28 @@
+#!/bin/bash
+# replace_matrix.sh: the replacement workload (tools/bench/replace.c) over bounds x threads x
+# allocators, RUNS runs each, allocators alternated, one thread pinned to CPU 0 (this VM's CPU 1
+# runs every allocator ~30% slower). From the repository root, after tools/uslub bench built
+# build-bench/; BASE=LIB adds another uslub build. Output: "bound threads allocator run M/s".
+B=${B:-build-bench}
+RUNS=${RUNS:-3}
+declare -A LIB=(
+ [glibc]=""
+ [jemalloc]=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+ [tcmalloc]=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+ [mimalloc]=/usr/lib/x86_64-linux-gnu/libmimalloc.so.2
+ [uslub]=$B/libuslub.so
+)
+declare -A STEPS=([1K]=5000000 [4K]=3000000 [32K]=1000000 [128K]=1000000)
+[ -n "$BASE" ] && LIB[base]=$BASE
+ORDER="glibc jemalloc tcmalloc mimalloc uslub ${BASE:+base}"
+for bound in ${BOUNDS:-1K 4K 32K 128K}; do
+ for t in ${THREADS:-1 2 4 8}; do
+  pin=""; [ $t = 1 ] && pin="taskset -c 0"
+  for r in $(seq $RUNS); do
+   for a in $ORDER; do
+    v=$($pin env LD_PRELOAD=${LIB[$a]} $B/tools/bench/replace $t $bound ${STEPS[$bound]} 2>/dev/null | tail -1)
+    echo "$bound $t $a $r $v"
+   done
+  done
+ done
+done
