@@ -115,20 +115,25 @@ static inline unsigned medium_bin_fit(const struct medium_bins *m, unsigned n)
 	return fit ? (unsigned)__builtin_ctzll(fit) : 0;
 }
 
+/* The owner in, without waiting: false when an idle drain claims the cache. */
+static inline bool uslub_medium_try_enter(struct uslub_thread *t)
+{
+	atomic_store_explicit(&t->medium_busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst); /* membarrier makes it a full fence */
+	if (unlikely(atomic_load_explicit(&t->medium_claim, memory_order_acquire))) {
+		atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+		return false;
+	}
+	if (unlikely(!atomic_load_explicit(&t->active, memory_order_relaxed)))
+		atomic_store_explicit(&t->active, true, memory_order_relaxed);
+	return true;
+}
 /* The owner's way into its cache (medium.c, "ownership"): a store and a compiler barrier,
  * unless an idle drain is claiming the cache, when it waits on slow_lock instead (true:
  * taken). uslub_medium_exit lets go of either. */
 static inline bool uslub_medium_enter(struct uslub_thread *t)
 {
-	atomic_store_explicit(&t->medium_busy, 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst); /* membarrier makes it a full fence */
-	if (likely(!atomic_load_explicit(&t->medium_claim, memory_order_acquire))) {
-		if (unlikely(!atomic_load_explicit(&t->active, memory_order_relaxed)))
-			atomic_store_explicit(&t->active, true, memory_order_relaxed);
-		return false;
-	}
-	atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
-	return uslub_slow_enter(t);
+	return !uslub_medium_try_enter(t) && uslub_slow_enter(t);
 }
 static inline void uslub_medium_exit(struct uslub_thread *t, bool locked)
 {
@@ -151,19 +156,6 @@ static inline bool uslub_medium_usable(const struct uslub_thread *t)
 {
 	return t->state == THREAD_LIVE && !uslub_block_debug && t->node == t->medium_node;
 }
-/* The owner in, without waiting: false when an idle drain claims the cache. */
-static inline bool uslub_medium_try_enter(struct uslub_thread *t)
-{
-	atomic_store_explicit(&t->medium_busy, 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst); /* membarrier makes it a full fence */
-	if (unlikely(atomic_load_explicit(&t->medium_claim, memory_order_acquire))) {
-		atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
-		return false;
-	}
-	if (unlikely(!atomic_load_explicit(&t->active, memory_order_relaxed)))
-		atomic_store_explicit(&t->active, true, memory_order_relaxed);
-	return true;
-}
 /* The huge cache's clock (page.h, uslub_huge_cache_tick), then p: out of line. */
 void *uslub_medium_tick(void *p);
 static inline bool uslub_tick_due(void)
@@ -180,7 +172,7 @@ static inline void *uslub_medium_pop(size_t size)
 	/* Its own bin first: medium_bin_fit's masks cost more than the pop. */
 	unsigned m = t->medium.count[n] ? n : medium_bin_fit(&t->medium, n);
 	struct page_desc *d = m ? medium_bin_pop(&t->medium, m) : NULL;
-	atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+	uslub_medium_exit(t, false);
 	if (!d)
 		return NULL;
 	d->flags = 0;
@@ -202,13 +194,13 @@ static inline bool uslub_medium_push(struct page_desc *d)
 		return false;
 	/* Read once in: an idle drain empties the cache while the owner is out. */
 	if (unlikely(t->medium.pages + n > t->medium_high)) {
-		atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+		uslub_medium_exit(t, false);
 		return false;
 	}
 	d->flags = PF_CACHED;
 	medium_bin_push(&t->medium, d, n);
 	medium_stat(t, MEDIUM_FREE, 1);
-	atomic_store_explicit(&t->medium_busy, 0, memory_order_release);
+	uslub_medium_exit(t, false);
 	return true;
 }
 /* The idle drain's way in, under the thread's slow_lock: the cache to the depot unless the
