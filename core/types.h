@@ -383,15 +383,21 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
  * MEDIUM_MAX_PAGES pages (128 KiB: the sizes programs replace most, buffers and vectors;
  * a larger block's page faults cost more than the zone's work), by page count, held to
  * `medium_high` pages, which starts at MEDIUM_HIGH_MIN (the 64 KiB the cache held before
- * it grew with demand) and grows with the thread's churn to MEDIUM_HIGH_MAX (1 MiB: 2 MiB
- * held a third more peak memory in a realloc-heavy program, blocks kept out of the zones
- * splitting the holes larger blocks need). A refill brings up to MEDIUM_BATCH blocks.
- * Figures: tools/bench/results/medium-blocks.md. */
-#define MEDIUM_MIN_PAGES (USLUB_MAX_SMALL / USLUB_PAGE_SIZE + 1)
-#define MEDIUM_MAX_PAGES 32
-#define MEDIUM_HIGH_MIN	 16
-#define MEDIUM_HIGH_MAX	 256
-#define MEDIUM_BATCH	 8
+ * it grew with demand) and grows with the thread's churn up to MEDIUM_HIGH_MAX (4 MiB, as
+ * gperftools bounds a thread's cache), less with many threads: the caches together are
+ * held to MEDIUM_HIGH_TOTAL (32 MiB, gperftools' default total), and no thread's to
+ * under MEDIUM_HIGH_MIN_MAX (1 MiB). At 1 MiB blocks of 8-128 KiB replaced at random
+ * missed three times in ten, 427 instructions a replacement against 230 at 4 MiB; the
+ * price is peak memory where blocks kept out of the zones split the holes larger blocks
+ * need (realloc_mix: 375 MiB against 329). A refill brings up to MEDIUM_BATCH blocks.
+ * Figures: README.md, "Threads and medium blocks", and tools/bench/results/medium-blocks.md. */
+#define MEDIUM_MIN_PAGES    (USLUB_MAX_SMALL / USLUB_PAGE_SIZE + 1)
+#define MEDIUM_MAX_PAGES    32
+#define MEDIUM_HIGH_MIN	    16
+#define MEDIUM_HIGH_MAX	    1024
+#define MEDIUM_HIGH_MIN_MAX 256
+#define MEDIUM_HIGH_TOTAL   (8192U)
+#define MEDIUM_BATCH	    8
 _Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
 
 /* Free medium blocks by page count: bin n lists blocks of n pages through their

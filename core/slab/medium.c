@@ -147,10 +147,21 @@ static unsigned bin_cut_oldest(struct medium_bins *m, unsigned n, unsigned take,
 	return take;
 }
 
+/* What a thread's high may reach: MEDIUM_HIGH_MAX, less where the threads' caches would
+ * pass MEDIUM_HIGH_TOTAL together (types.h). */
+static unsigned high_cap(void)
+{
+	unsigned threads = __atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED);
+	unsigned share = MEDIUM_HIGH_TOTAL / (threads ? threads : 1);
+	return share > MEDIUM_HIGH_MAX	     ? MEDIUM_HIGH_MAX
+	       : share < MEDIUM_HIGH_MIN_MAX ? MEDIUM_HIGH_MIN_MAX
+					     : share;
+}
+
 static void raise_high(struct uslub_thread *t, unsigned pages)
 {
-	unsigned high = t->medium_high + pages;
-	t->medium_high = high < MEDIUM_HIGH_MAX ? high : MEDIUM_HIGH_MAX;
+	unsigned high = t->medium_high + pages, cap = high_cap();
+	t->medium_high = high < cap ? high : cap;
 }
 
 /* Blocks of n pages a refill brings: a quarter of high's worth, 1 to MEDIUM_BATCH. */
@@ -214,9 +225,9 @@ static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned
 static noinline struct page_desc *refill(struct uslub_thread *t, unsigned zone, unsigned n)
 {
 	raise_high(t, n);
-	unsigned b = batch_of(t, n), before = t->medium.pages;
+	unsigned b = batch_of(t, n), before = t->medium.pages, cap = high_cap();
 	/* Never past the cache's bound: the next free flushes what passes high. */
-	while (b > 1 && t->medium.pages + (b - 1) * n > MEDIUM_HIGH_MAX)
+	while (b > 1 && t->medium.pages + (b - 1) * n > cap)
 		b--;
 	medium_stat(t, MEDIUM_MISS, 1);
 	struct page_desc *d = from_depot(t, n, b);
