@@ -396,7 +396,7 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 #define MEDIUM_HIGH_MIN	    16
 #define MEDIUM_HIGH_MAX	    1024
 #define MEDIUM_HIGH_MIN_MAX 256
-#define MEDIUM_HIGH_TOTAL   (8192U)
+#define MEDIUM_HIGH_TOTAL   8192
 #define MEDIUM_BATCH	    8
 _Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
 

@@ -158,10 +158,12 @@ static unsigned high_cap(void)
 					     : share;
 }
 
-static void raise_high(struct uslub_thread *t, unsigned pages)
+/* Raises high by `pages`, within high_cap(), which it returns. */
+static unsigned raise_high(struct uslub_thread *t, unsigned pages)
 {
 	unsigned high = t->medium_high + pages, cap = high_cap();
 	t->medium_high = high < cap ? high : cap;
+	return cap;
 }
 
 /* Blocks of n pages a refill brings: a quarter of high's worth, 1 to MEDIUM_BATCH. */
@@ -224,8 +226,8 @@ static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned
  * for it. The first is returned, the rest go into the bins. */
 static noinline struct page_desc *refill(struct uslub_thread *t, unsigned zone, unsigned n)
 {
-	raise_high(t, n);
-	unsigned b = batch_of(t, n), before = t->medium.pages, cap = high_cap();
+	unsigned cap = raise_high(t, n);
+	unsigned b = batch_of(t, n), before = t->medium.pages;
 	/* Never past the cache's bound: the next free flushes what passes high. */
 	while (b > 1 && t->medium.pages + (b - 1) * n > cap)
 		b--;
