@@ -45,7 +45,8 @@
 	X(SAMPLE_REQUESTS, sample_requests)	    /* slow-path allocations whose size ... */     \
 	X(SAMPLE_REQUESTED_BYTES, sample_requested_bytes) /* ... was recorded: their sum */
 /* Counted per cache only, never per thread (cache_cpu has no room for them): the barn's,
- * counted under its lock or with an atomic add, and two kept for the dump's readers. */
+ * gets and puts counted in the barn under its lock, the rest with an atomic add, and two
+ * kept for the dump's readers. */
 #define USLUB_CACHE_STAT_ITEMS(X)                                                                  \
 	X(ALLOC_SHEAF, alloc_sheaf)	/* = alloc_fastpath: the sheaf is the fast path */         \
 	X(FREE_SHEAF, free_sheaf)	/* = free_fastpath */                                      \

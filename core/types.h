@@ -461,6 +461,7 @@ struct uslub_thread {
 	unsigned pcp_node;		 /* the node the blocks came from */
 	uint16_t pcp_high;		 /* drained down when a free takes it past this */
 	uint8_t pcp_batch_step;		 /* an order-0 refill brings 2^(step / 2) pages */
+	uint8_t barn_ticks;		 /* sheaf slow paths since the barns' clock was looked at */
 	uint64_t pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
 	/* The medium-block cache (slab/medium.c). */
 	struct medium_bins medium;

@@ -303,7 +303,16 @@ static struct barn *my_barn(unsigned k)
 
 static uint64_t cache_stat(unsigned k, enum uslub_stat_item item)
 {
-	return __atomic_load_n(&uslub_caches[k].stat[item], __ATOMIC_RELAXED);
+	uint64_t v = __atomic_load_n(&uslub_caches[k].stat[item], __ATOMIC_RELAXED);
+	/* The barns count their own gets and puts (sheaf.c), as the dump adds them. */
+	for (unsigned node = 0; node < MAX_NODES; node++) {
+		struct barn *b = uslub_barns[node];
+		if (b && item == USLUB_STAT_BARN_GET)
+			v += b[k].gets;
+		if (b && item == USLUB_STAT_BARN_PUT)
+			v += b[k].puts;
+	}
+	return v;
 }
 
 static void *sheaf_caps_of_new_thread(void *arg)

@@ -93,6 +93,9 @@ struct barn {
 	uint32_t limit; /* a whole number of the cache's sheaves */
 	uint32_t low;	/* fewest objects held since the last decay: those sat unused */
 	void **objects; /* `limit` slots, in the same block of pages */
+	/* barn_get and barn_put, counted under the lock in the line it already writes:
+	 * an atomic add to the cache's counters cost as much as the lock itself. */
+	uint64_t gets, puts;
 };
 /* Every cache's barn of node `node`, or NULL before the node's first barn_put. */
 extern struct barn *uslub_barns[MAX_NODES];
