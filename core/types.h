@@ -462,6 +462,7 @@ struct uslub_thread {
 	uint16_t pcp_high;		 /* drained down when a free takes it past this */
 	uint8_t pcp_batch_step;		 /* an order-0 refill brings 2^(step / 2) pages */
 	uint8_t barn_ticks;		 /* sheaf slow paths since the barns' clock was looked at */
+	uint8_t barn_shard;		 /* which of the node's barns it puts into (thread.h) */
 	uint64_t pcp_stat[USLUB_NR_PCP_STATS][PCP_ORDERS];
 	/* The medium-block cache (slab/medium.c). */
 	struct medium_bins medium;

@@ -297,7 +297,8 @@ static void *free_and_exit(void *arg)
 
 static struct barn *my_barn(unsigned k)
 {
-	struct barn *b = uslub_barns[uslub_tls_thread->node];
+	struct uslub_thread *t = uslub_tls_thread;
+	struct barn *b = uslub_barns[t->node * BARN_SHARDS + t->barn_shard];
 	return b ? &b[k] : NULL;
 }
 
@@ -305,8 +306,8 @@ static uint64_t cache_stat(unsigned k, enum uslub_stat_item item)
 {
 	uint64_t v = __atomic_load_n(&uslub_caches[k].stat[item], __ATOMIC_RELAXED);
 	/* The barns count their own gets and puts (sheaf.c), as the dump adds them. */
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = uslub_barns[node];
+	for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+		struct barn *b = uslub_barns[slot];
 		if (b && item == USLUB_STAT_BARN_GET)
 			v += b[k].gets;
 		if (b && item == USLUB_STAT_BARN_PUT)

@@ -334,12 +334,13 @@ static void check_sheaf_object(struct walk *w, void *p, unsigned cls, const char
 
 static void check_barns(struct walk *w)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = uslub_barns[node];
+	for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+		struct barn *b = uslub_barns[slot];
 		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++) {
 			if (b[i].count > b[i].limit) {
-				bad(w, "node %u: %s barn holds %u objects, limit %u", node,
-				    uslub_caches[i].name, b[i].count, b[i].limit);
+				bad(w, "node %u: %s barn holds %u objects, limit %u",
+				    slot / BARN_SHARDS, uslub_caches[i].name, b[i].count,
+				    b[i].limit);
 				continue;
 			}
 			for (unsigned j = 0; j < b[i].count; j++)

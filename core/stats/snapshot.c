@@ -50,8 +50,8 @@ static void read_counters(struct snap *s)
 		for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++)
 			s->medium[k] = load(&uslub_medium_stat[k]);
 		/* The barns count their own gets and puts (thread/sheaf.c). */
-		for (unsigned node = 0; node < MAX_NODES; node++) {
-			struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+		for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+			struct barn *b = __atomic_load_n(&uslub_barns[slot], __ATOMIC_ACQUIRE);
 			for (unsigned i = 0; b && i < s->nr_caches; i++) {
 				s->c[i].stat[USLUB_STAT_BARN_GET] += load(&b[i].gets);
 				s->c[i].stat[USLUB_STAT_BARN_PUT] += load(&b[i].puts);

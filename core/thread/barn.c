@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-struct barn *uslub_barns[MAX_NODES];
+struct barn *uslub_barns[NR_BARNS];
 
 /* ---- the barn --------------------------------------------------------------------- */
 
@@ -25,7 +25,7 @@ static uint32_t barn_limit(const struct uslub_cache *c)
 	return n < BARN_MIN_SHEAVES * cap ? BARN_MIN_SHEAVES * cap : (uint32_t)n;
 }
 
-/* Node's barns, made at the node's first barn_put (sheaf.c): every cache's barn, and the
+/* A slot's barns, made at its first barn_put (sheaf.c): every cache's barn, and the
  * kmalloc caches' slots, in one block of pages (under 256 KiB, touched as used), never
  * freed. An object cache's slots come at its own first barn_put (uslub_barn_grow): its
  * size is not known before. Made under cache 0's list_lock of the node, which fork and
@@ -48,15 +48,16 @@ static void *meta_pages(unsigned node, size_t bytes)
 	return page_address(d);
 }
 
-struct barn *uslub_barns_make(unsigned node)
+struct barn *uslub_barns_make(unsigned slot)
 {
+	unsigned node = slot / BARN_SHARDS;
 	struct barn *b;
 	size_t bytes = sizeof(struct barn) * USLUB_NR_CACHES;
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		bytes += barn_limit(&uslub_caches[i]) * sizeof(void *);
 	pthread_mutex_t *guard = &cache_node_of(&uslub_caches[0], node)->list_lock;
 	uslub_lock(guard, USLUB_LOCK_LIST);
-	b = uslub_barns[node];
+	b = uslub_barns[slot];
 	if (!b) {
 		b = meta_pages(node, bytes);
 		if (b) {
@@ -73,7 +74,7 @@ struct barn *uslub_barns_make(unsigned node)
 					slots += b[i].limit;
 				}
 			}
-			__atomic_store_n(&uslub_barns[node], b, __ATOMIC_RELEASE);
+			__atomic_store_n(&uslub_barns[slot], b, __ATOMIC_RELEASE);
 		}
 	}
 	pthread_mutex_unlock(guard);
@@ -83,8 +84,9 @@ struct barn *uslub_barns_make(unsigned node)
 /* An object cache's barn of a node gets its slots, once, under the cache's list_lock of
  * the node (fork and the heap walker hold it before the barn locks); the limit is
  * published last, under the barn's lock, so whoever sees room sees the slots. */
-bool uslub_barn_grow(struct uslub_cache *c, unsigned node, struct barn *b)
+bool uslub_barn_grow(struct uslub_cache *c, unsigned slot, struct barn *b)
 {
+	unsigned node = slot / BARN_SHARDS;
 	pthread_mutex_t *guard = &cache_node_of(c, node)->list_lock;
 	uslub_lock(guard, USLUB_LOCK_LIST);
 	if (!__atomic_load_n(&b->limit, __ATOMIC_RELAXED)) {
@@ -196,8 +198,8 @@ static void barn_flush(struct uslub_cache *c, struct barn *b)
  * back to the page allocator - the decay's work with every object counted as unused. */
 void uslub_barns_flush(void)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[slot], __ATOMIC_ACQUIRE);
 		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			barn_flush(&uslub_caches[i], &b[i]);
 	}
@@ -206,8 +208,8 @@ void uslub_barns_flush(void)
 /* An object cache's shrink: its barns' objects back to their slabs. */
 void uslub_barns_flush_cache(struct uslub_cache *c)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[slot], __ATOMIC_ACQUIRE);
 		if (b)
 			barn_flush(c, &b[c->cls]);
 	}
@@ -219,8 +221,8 @@ void uslub_barns_decay(void)
 	uint64_t now = uslub_os_now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
 	if (now - then < BARN_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
 		return;
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[slot], __ATOMIC_ACQUIRE);
 		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
 				barn_decay(&uslub_caches[i], &b[i]);
@@ -229,8 +231,8 @@ void uslub_barns_decay(void)
 
 bool uslub_barns_held(void)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+		struct barn *b = __atomic_load_n(&uslub_barns[slot], __ATOMIC_ACQUIRE);
 		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			if (__atomic_load_n(&b[i].count, __ATOMIC_RELAXED))
 				return true;
@@ -240,8 +242,8 @@ bool uslub_barns_held(void)
 
 void uslub_barns_lock_all(void)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = uslub_barns[node];
+	for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+		struct barn *b = uslub_barns[slot];
 		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			uslub_barn_lock(&b[i]);
 	}
@@ -249,8 +251,8 @@ void uslub_barns_lock_all(void)
 
 void uslub_barns_unlock_all(void)
 {
-	for (unsigned node = 0; node < MAX_NODES; node++) {
-		struct barn *b = uslub_barns[node];
+	for (unsigned slot = 0; slot < NR_BARNS; slot++) {
+		struct barn *b = uslub_barns[slot];
 		for (unsigned i = 0; b && i < USLUB_NR_CACHES; i++)
 			uslub_barn_unlock(&b[i]);
 	}

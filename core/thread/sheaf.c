@@ -10,18 +10,25 @@
 
 /* ---- the barn, seen from the sheaf ---------------------------------------------- */
 
-/* barn_put: the n objects of a full sheaf into the node's barn, all or none. */
-static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsigned n)
+/* The barns of the thread's node, its own first (thread.h, BARN_SHARDS). */
+static unsigned barn_slot(const struct uslub_thread *t)
 {
-	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
+	return t->node * BARN_SHARDS + t->barn_shard;
+}
+
+/* barn_put: the n objects of a full sheaf into the thread's own barn, all or none. */
+static bool barn_put(struct uslub_cache *c, struct uslub_thread *t, void **objects, unsigned n)
+{
+	unsigned slot = barn_slot(t);
+	struct barn *b = __atomic_load_n(&uslub_barns[slot], __ATOMIC_ACQUIRE);
 	if (unlikely(!b))
-		b = uslub_barns_make(node);
+		b = uslub_barns_make(slot);
 	bool done = false;
 	if (b) {
 		b += c->cls;
 		/* An object cache's barn has its slots from its first put on. */
 		if (unlikely(!__atomic_load_n(&b->limit, __ATOMIC_RELAXED)) &&
-		    !uslub_barn_grow(c, node, b))
+		    !uslub_barn_grow(c, slot, b))
 			b = NULL;
 		if (b && __atomic_load_n(&b->count, __ATOMIC_RELAXED) + n <=
 			     __atomic_load_n(&b->limit, __ATOMIC_RELAXED)) {
@@ -40,26 +47,40 @@ static bool barn_put(struct uslub_cache *c, unsigned node, void **objects, unsig
 	return done;
 }
 
-/* barn_get: up to `want` objects from the node's barn into `dst`; how many. */
-static unsigned barn_get(struct uslub_cache *c, unsigned node, void **dst, unsigned want)
+/* Up to `want` objects from barn b (locked) into dst; how many. */
+static unsigned barn_take(struct barn *b, void **dst, unsigned want)
 {
-	struct barn *b = __atomic_load_n(&uslub_barns[node], __ATOMIC_ACQUIRE);
-	unsigned n = 0;
-	if (b) {
-		b += c->cls;
-		if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
-			uslub_barn_lock(b);
-			n = b->count < want ? b->count : want;
-			memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
-			__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
-			if (b->count < b->low)
-				b->low = b->count;
-			if (n)
-				uslub_own_store(b->gets, b->gets + 1);
-			uslub_barn_unlock(b);
-		}
-	}
+	unsigned n = b->count < want ? b->count : want;
+	memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
+	__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+	if (b->count < b->low)
+		b->low = b->count;
+	if (n)
+		uslub_own_store(b->gets, b->gets + 1);
 	return n;
+}
+
+/* barn_get: up to `want` objects from the thread's own barn, else from another of its
+ * node's that is free at once (a producer takes what its consumer put there); how many. */
+static unsigned barn_get(struct uslub_cache *c, struct uslub_thread *t, void **dst, unsigned want)
+{
+	unsigned base = t->node * BARN_SHARDS;
+	for (unsigned k = 0; k < BARN_SHARDS; k++) {
+		struct barn *b = __atomic_load_n(
+		    &uslub_barns[base + (t->barn_shard + k) % BARN_SHARDS], __ATOMIC_ACQUIRE);
+		if (!b || !__atomic_load_n(&b[c->cls].count, __ATOMIC_RELAXED))
+			continue;
+		b += c->cls;
+		if (k == 0)
+			uslub_barn_lock(b);
+		else if (!uslub_barn_trylock(b))
+			continue;
+		unsigned n = barn_take(b, dst, want);
+		uslub_barn_unlock(b);
+		if (n)
+			return n;
+	}
+	return 0;
 }
 
 /* The sheaves' slow paths run every few operations for the largest objects, too often
@@ -343,7 +364,7 @@ void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *ha
 	atomic_store_explicit(&t->active, true, memory_order_relaxed);
 	barns_decay_soon(t);
 	*half = sheaf_move(cc, SHEAF_REFILLED, cc->sheaf_cap);
-	unsigned n = barn_get(&uslub_caches[cls], t->node, cc->sheaf, *half);
+	unsigned n = barn_get(&uslub_caches[cls], t, cc->sheaf, *half);
 	if (!n) {
 		uslub_stat(cc, BARN_GET_FAIL);
 		return NULL;
@@ -448,7 +469,7 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 	/* The older objects go; the newer stay for the next allocations. */
 	unsigned half = sheaf_move(cc, SHEAF_SPILLED, n);
 	barns_decay_soon(t);
-	if (!barn_put(c, t->node, cc->sheaf, half)) {
+	if (!barn_put(c, t, cc->sheaf, half)) {
 		bool in = uslub_slow_enter(t);
 		uslub_flush_objects(c, t, cc->sheaf, half);
 		uslub_slow_exit(t, in);

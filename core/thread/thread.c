@@ -43,6 +43,7 @@ static unsigned thread_order(void)
 
 /* The reaping pass (see below), under uslub_registry_lock; the sizes are read without it
  * to decide that there is nothing to do. */
+static _Atomic unsigned next_barn_shard;  /* round robin over the node's barns */
 static struct uslub_thread *sweep_cursor; /* next state the pass looks at */
 static bool sweep_active;
 static unsigned long reg_count;	 /* states in the registry */
@@ -129,6 +130,9 @@ static struct uslub_thread *thread_make(void)
 	uslub_pcp_init(t);
 	t->pcp_node = t->node;
 	uslub_medium_init(t);
+	t->barn_shard =
+	    (uint8_t)(atomic_fetch_add_explicit(&next_barn_shard, 1, memory_order_relaxed) %
+		      BARN_SHARDS);
 	/* The sheaves open at each class's first slow path (uslub_sheaf_open), not here:
 	 * writing 36 capacities would touch every page of the state, and a thread that
 	 * uses a few classes would pay for all of them in resident memory. */

@@ -97,8 +97,16 @@ struct barn {
 	 * an atomic add to the cache's counters cost as much as the lock itself. */
 	uint64_t gets, puts;
 };
-/* Every cache's barn of node `node`, or NULL before the node's first barn_put. */
-extern struct barn *uslub_barns[MAX_NODES];
+/* Barns a node has: a thread puts into its own (given round robin, t->barn_shard) and
+ * gets from it first, then from the others if their lock is free. One barn a node was
+ * where two threads met: replacing blocks of up to 8 KiB (sheaves of 4-8 KiB objects hold
+ * a few, so a thread reaches the barn every few operations), two threads ran at 0.57x one
+ * (tools/bench/results/). A consumer still finds what a producer put in another. */
+#define BARN_SHARDS 2
+#define NR_BARNS    (MAX_NODES * BARN_SHARDS)
+/* Every cache's barn of slot `slot` (node slot / BARN_SHARDS), or NULL before its first
+ * barn_put. */
+extern struct barn *uslub_barns[NR_BARNS];
 /* Does any barn hold objects? (A racy look, for the background thread's sleep.) */
 bool uslub_barns_held(void);
 
@@ -168,11 +176,11 @@ void uslub_barns_decay(void);
 void uslub_barns_lock_all(void);
 void uslub_barns_unlock_all(void);
 
-/* Node's barns, made at its first barn_put (sheaf.c); NULL when no memory is left. */
-struct barn *uslub_barns_make(unsigned node);
-/* Cache c's barn b of node `node` (an object cache's) given its slots, at its first
+/* Slot's barns, made at its first barn_put (sheaf.c); NULL when no memory is left. */
+struct barn *uslub_barns_make(unsigned slot);
+/* Cache c's barn b of slot `slot` (an object cache's) given its slots, at its first
  * barn_put; false when no memory is left. */
-bool uslub_barn_grow(struct uslub_cache *c, unsigned node, struct barn *b);
+bool uslub_barn_grow(struct uslub_cache *c, unsigned slot, struct barn *b);
 /* Cache c's barns emptied into its slabs (an object cache's shrink). */
 void uslub_barns_flush_cache(struct uslub_cache *c);
 /* A waiter spins while the holder copies; past a few dozen tries the holder was likely
@@ -191,6 +199,15 @@ static inline void uslub_barn_lock(struct barn *b)
 				spins = 0;
 			}
 	}
+}
+/* The lock if free at once, else false and a trylock failure counted. */
+static inline bool uslub_barn_trylock(struct barn *b)
+{
+	if (likely(!atomic_exchange_explicit(&b->lock, 1, memory_order_acquire)))
+		return true;
+	atomic_fetch_add_explicit(&uslub_lock_stats[USLUB_LOCK_BARN].trylock_failures, 1,
+				  memory_order_relaxed);
+	return false;
 }
 static inline void uslub_barn_unlock(struct barn *b)
 {
