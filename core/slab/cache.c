@@ -66,8 +66,11 @@ void uslub_cache_setup(struct uslub_cache *c)
 	 * alike, so the barn is reached about every (cap / 2)^2 operations: with 8 for
 	 * 1-4 KiB objects, two threads replacing blocks of up to 4 KiB met there at every
 	 * few dozen and ran at 0.75x one thread; with 28, 1.6x, for 1 MiB more peak in
-	 * prodcons and thread_local (tools/bench/results/medium-blocks.md). */
-	unsigned cap = c->size <= 256 ? SHEAF_MAX : c->size <= 4096 ? 28 : 4;
+	 * prodcons and thread_local (tools/bench/results/medium-blocks.md). Above 4 KiB, 4
+	 * reached the barn every few operations: one thread replacing blocks of up to 8 KiB
+	 * ran at 0.83x tcmalloc, with 8 at 1.03x, peak memory within the runs' spread
+	 * (tools/bench/results/sheaves-barns.md). */
+	unsigned cap = c->size <= 256 ? SHEAF_MAX : c->size <= 4096 ? 28 : 8;
 	c->sheaf_capacity = c->debug ? 0 : cap < uslub_config.sheaves ? cap : uslub_config.sheaves;
 }
 

@@ -12,10 +12,10 @@ declare -A LIB=(
  [mimalloc]=/usr/lib/x86_64-linux-gnu/libmimalloc.so.2
  [uslub]=$B/libuslub.so
 )
-declare -A STEPS=([1K]=5000000 [4K]=3000000 [32K]=1000000 [128K]=1000000)
+declare -A STEPS=([1K]=5000000 [4K]=3000000 [8K]=3000000 [32K]=1000000 [128K]=1000000)
 [ -n "$BASE" ] && LIB[base]=$BASE
 ORDER="glibc jemalloc tcmalloc mimalloc uslub ${BASE:+base}"
-for bound in ${BOUNDS:-1K 4K 32K 128K}; do
+for bound in ${BOUNDS:-1K 4K 8K 32K 128K}; do
  for t in ${THREADS:-1 2 4 8}; do
   pin=""; [ $t = 1 ] && pin="taskset -c 0"
   for r in $(seq $RUNS); do
