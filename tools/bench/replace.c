@@ -1,5 +1,6 @@
 /* replace: issue 24's shape. Each of THREADS threads keeps 1024 blocks of sizes uniform in
- * [16, BOUND] and replaces a random one per step (writing the new block's first byte);
+ * [16, BOUND] (or [REPLACE_MIN, BOUND], from the environment, to take a size range apart)
+ * and replaces a random one per step (writing the new block's first byte);
  * throughput in millions of
  * replacements per second over all threads, measured on the steps alone.
  *
@@ -16,7 +17,7 @@
 
 enum { LIVE = 1024 };
 
-static size_t bound;
+static size_t bound, lo = 16;
 static uint64_t steps;
 static pthread_barrier_t start;
 
@@ -48,12 +49,12 @@ static void *work(void *arg)
 	uint64_t rng = 0x9e3779b97f4a7c15ULL * ((uintptr_t)arg + 1);
 	void *block[LIVE];
 	for (unsigned i = 0; i < LIVE; i++)
-		block[i] = touch(16 + next(&rng) % (bound - 15));
+		block[i] = touch(lo + next(&rng) % (bound - lo + 1));
 	pthread_barrier_wait(&start);
 	for (uint64_t s = 0; s < steps; s++) {
 		unsigned i = (unsigned)(next(&rng) % LIVE);
 		do_free(block[i]);
-		block[i] = touch(16 + next(&rng) % (bound - 15));
+		block[i] = touch(lo + next(&rng) % (bound - lo + 1));
 	}
 	pthread_barrier_wait(&start);
 	for (unsigned i = 0; i < LIVE; i++)
@@ -88,8 +89,11 @@ int main(int argc, char **argv)
 	unsigned threads = (unsigned)atoi(argv[1]);
 	bound = parse_size(argv[2]);
 	steps = argc > 3 ? strtoull(argv[3], NULL, 10) : 2000000;
-	if (threads < 1 || threads > 64 || bound < 16) {
-		fprintf(stderr, "replace: 1-64 threads, bound at least 16\n");
+	const char *min = getenv("REPLACE_MIN");
+	if (min)
+		lo = parse_size(min);
+	if (threads < 1 || threads > 64 || bound < 16 || lo < 1 || lo > bound) {
+		fprintf(stderr, "replace: 1-64 threads, bound at least 16, REPLACE_MIN 1..bound\n");
 		return 2;
 	}
 	pthread_t t[64];
