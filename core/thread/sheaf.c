@@ -60,20 +60,18 @@ static unsigned barn_take(struct barn *b, void **dst, unsigned want)
 	return n;
 }
 
-/* barn_get: up to `want` objects from the thread's own barn, else from another of its
- * node's that is free at once (a producer takes what its consumer put there); how many. */
-static unsigned barn_get(struct uslub_cache *c, struct uslub_thread *t, void **dst, unsigned want)
+/* ... from the node's other barns, each only if its lock is free at once. */
+static noinline unsigned barn_get_other(struct uslub_cache *c, struct uslub_thread *t, void **dst,
+					unsigned want)
 {
 	unsigned base = t->node * BARN_SHARDS;
-	for (unsigned k = 0; k < BARN_SHARDS; k++) {
+	for (unsigned k = 1; k < BARN_SHARDS; k++) {
 		struct barn *b = __atomic_load_n(
 		    &uslub_barns[base + (t->barn_shard + k) % BARN_SHARDS], __ATOMIC_ACQUIRE);
 		if (!b || !__atomic_load_n(&b[c->cls].count, __ATOMIC_RELAXED))
 			continue;
 		b += c->cls;
-		if (k == 0)
-			uslub_barn_lock(b);
-		else if (!uslub_barn_trylock(b))
+		if (!uslub_barn_trylock(b))
 			continue;
 		unsigned n = barn_take(b, dst, want);
 		uslub_barn_unlock(b);
@@ -81,6 +79,22 @@ static unsigned barn_get(struct uslub_cache *c, struct uslub_thread *t, void **d
 			return n;
 	}
 	return 0;
+}
+
+/* barn_get: up to `want` objects from the thread's own barn, else from another of its
+ * node's (a producer takes what its consumer put there); how many. */
+static unsigned barn_get(struct uslub_cache *c, struct uslub_thread *t, void **dst, unsigned want)
+{
+	struct barn *b = __atomic_load_n(&uslub_barns[barn_slot(t)], __ATOMIC_ACQUIRE);
+	if (b && __atomic_load_n(&b[c->cls].count, __ATOMIC_RELAXED)) {
+		b += c->cls;
+		uslub_barn_lock(b);
+		unsigned n = barn_take(b, dst, want);
+		uslub_barn_unlock(b);
+		if (n)
+			return n;
+	}
+	return barn_get_other(c, t, dst, want);
 }
 
 /* The sheaves' slow paths run every few operations for the largest objects, too often
