@@ -60,7 +60,10 @@ static unsigned barn_take(struct barn *b, void **dst, unsigned want)
 	return n;
 }
 
-/* ... from the node's other barns, each only if its lock is free at once. */
+/* ... from the node's other barns. Waited for: a producer's own barn is always empty,
+ * and with a trylock it went to its slabs whenever its consumer was putting, 1,679 times
+ * in prodcons1, while the consumer's barn overflowed into slabs of its own (peak 7.5 MiB
+ * against 4.9; tools/bench/results/sheaves-barns.md). */
 static noinline unsigned barn_get_other(struct uslub_cache *c, struct uslub_thread *t, void **dst,
 					unsigned want)
 {
@@ -71,8 +74,7 @@ static noinline unsigned barn_get_other(struct uslub_cache *c, struct uslub_thre
 		if (!b || !__atomic_load_n(&b[c->cls].count, __ATOMIC_RELAXED))
 			continue;
 		b += c->cls;
-		if (!uslub_barn_trylock(b))
-			continue;
+		uslub_barn_lock(b);
 		unsigned n = barn_take(b, dst, want);
 		uslub_barn_unlock(b);
 		if (n)
@@ -82,7 +84,8 @@ static noinline unsigned barn_get_other(struct uslub_cache *c, struct uslub_thre
 }
 
 /* barn_get: up to `want` objects from the thread's own barn, else from another of its
- * node's (a producer takes what its consumer put there); how many. */
+ * node's (a producer takes what its consumer put there); how many. Only a thread whose
+ * own barn is empty goes to the others. */
 static unsigned barn_get(struct uslub_cache *c, struct uslub_thread *t, void **dst, unsigned want)
 {
 	struct barn *b = __atomic_load_n(&uslub_barns[barn_slot(t)], __ATOMIC_ACQUIRE);

@@ -98,10 +98,11 @@ struct barn {
 	uint64_t gets, puts;
 };
 /* Barns a node has: a thread puts into its own (given round robin, t->barn_shard) and
- * gets from it first, then from the others if their lock is free. One barn a node was
- * where two threads met: replacing blocks of up to 8 KiB (sheaves of 4-8 KiB objects hold
- * a few, so a thread reaches the barn every few operations), two threads ran at 0.57x one
- * (tools/bench/results/). A consumer still finds what a producer put in another. */
+ * gets from it first, then from the others. One barn a node was where two threads met:
+ * replacing blocks of up to 8 KiB (sheaves of 4-8 KiB objects hold a few, so a thread
+ * reaches the barn every few operations), two threads ran at 0.57x one
+ * (tools/bench/results/sheaves-barns.md). A producer still finds what its consumer put
+ * in another. */
 #define BARN_SHARDS 2
 #define NR_BARNS    (MAX_NODES * BARN_SHARDS)
 /* Every cache's barn of slot `slot` (node slot / BARN_SHARDS), or NULL before its first
@@ -199,15 +200,6 @@ static inline void uslub_barn_lock(struct barn *b)
 				spins = 0;
 			}
 	}
-}
-/* The lock if free at once, else false and a trylock failure counted. */
-static inline bool uslub_barn_trylock(struct barn *b)
-{
-	if (likely(!atomic_exchange_explicit(&b->lock, 1, memory_order_acquire)))
-		return true;
-	atomic_fetch_add_explicit(&uslub_lock_stats[USLUB_LOCK_BARN].trylock_failures, 1,
-				  memory_order_relaxed);
-	return false;
 }
 static inline void uslub_barn_unlock(struct barn *b)
 {
