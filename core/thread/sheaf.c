@@ -47,9 +47,14 @@ static bool barn_put(struct uslub_cache *c, struct uslub_thread *t, void **objec
 	return done;
 }
 
-/* Up to `want` objects from barn b (locked) into dst; how many. */
-static unsigned barn_take(struct barn *b, void **dst, unsigned want)
+/* Up to `want` objects from cache cls's barn of `barns` (a slot's, or NULL) into dst;
+ * how many. */
+static inline unsigned barn_take(struct barn *barns, unsigned cls, void **dst, unsigned want)
 {
+	if (!barns || !__atomic_load_n(&barns[cls].count, __ATOMIC_RELAXED))
+		return 0;
+	struct barn *b = &barns[cls];
+	uslub_barn_lock(b);
 	unsigned n = b->count < want ? b->count : want;
 	memcpy(dst, &b->objects[b->count - n], n * sizeof(void *));
 	__atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
@@ -57,6 +62,7 @@ static unsigned barn_take(struct barn *b, void **dst, unsigned want)
 		b->low = b->count;
 	if (n)
 		uslub_own_store(b->gets, b->gets + 1);
+	uslub_barn_unlock(b);
 	return n;
 }
 
@@ -67,20 +73,13 @@ static unsigned barn_take(struct barn *b, void **dst, unsigned want)
 static noinline unsigned barn_get_other(struct uslub_cache *c, struct uslub_thread *t, void **dst,
 					unsigned want)
 {
-	unsigned base = t->node * BARN_SHARDS;
-	for (unsigned k = 1; k < BARN_SHARDS; k++) {
-		struct barn *b = __atomic_load_n(
-		    &uslub_barns[base + (t->barn_shard + k) % BARN_SHARDS], __ATOMIC_ACQUIRE);
-		if (!b || !__atomic_load_n(&b[c->cls].count, __ATOMIC_RELAXED))
-			continue;
-		b += c->cls;
-		uslub_barn_lock(b);
-		unsigned n = barn_take(b, dst, want);
-		uslub_barn_unlock(b);
-		if (n)
-			return n;
-	}
-	return 0;
+	unsigned base = t->node * BARN_SHARDS, n = 0;
+	for (unsigned k = 1; k < BARN_SHARDS && !n; k++)
+		n = barn_take(
+		    __atomic_load_n(&uslub_barns[base + (t->barn_shard + k) % BARN_SHARDS],
+				    __ATOMIC_ACQUIRE),
+		    c->cls, dst, want);
+	return n;
 }
 
 /* barn_get: up to `want` objects from the thread's own barn, else from another of its
@@ -88,16 +87,9 @@ static noinline unsigned barn_get_other(struct uslub_cache *c, struct uslub_thre
  * own barn is empty goes to the others. */
 static unsigned barn_get(struct uslub_cache *c, struct uslub_thread *t, void **dst, unsigned want)
 {
-	struct barn *b = __atomic_load_n(&uslub_barns[barn_slot(t)], __ATOMIC_ACQUIRE);
-	if (b && __atomic_load_n(&b[c->cls].count, __ATOMIC_RELAXED)) {
-		b += c->cls;
-		uslub_barn_lock(b);
-		unsigned n = barn_take(b, dst, want);
-		uslub_barn_unlock(b);
-		if (n)
-			return n;
-	}
-	return barn_get_other(c, t, dst, want);
+	unsigned n = barn_take(__atomic_load_n(&uslub_barns[barn_slot(t)], __ATOMIC_ACQUIRE),
+			       c->cls, dst, want);
+	return n ? n : barn_get_other(c, t, dst, want);
 }
 
 /* The sheaves' slow paths run every few operations for the largest objects, too often
