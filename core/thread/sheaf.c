@@ -96,7 +96,7 @@ static unsigned barn_get(struct uslub_cache *c, struct uslub_thread *t, void **d
  * for a clock read each time: the barns' clock is looked at once every BARN_TICKS of a
  * thread's slow paths, counted in the thread. The time-stamp counter this used before
  * cost 11 ns a read on this VM (a coarse clock read 3.7), a third of the slow paths'
- * time at 4-8 KiB (tools/bench/results/). */
+ * time at 4-8 KiB (tools/bench/results/sheaves-barns.md). */
 #define BARN_TICKS 64
 
 static inline void barns_decay_soon(struct uslub_thread *t)
