@@ -387,7 +387,7 @@ void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *ha
  * objects, or a partial slab. Until they are spent a thread refills from them, not from
  * the node's other barns, which hold other threads' frees: objects of two threads mixed
  * in one cache line made every read of a block a miss when both ran (glibc_thread2, 16 B
- * blocks: 1.6x one thread's time, tools/bench/results/sheaves-barns.md). */
+ * blocks: 1.7x one thread's time, tools/bench/results/sheaves-barns.md). */
 static bool own_stock(struct uslub_cache *c, struct cache_cpu *cc)
 {
 	struct page_desc *s = cc->slab;
