@@ -32,9 +32,12 @@ def live_path(pid):
     return "/dev/shm/uslub.%d" % pid
 
 
-def read_live(pid, tries=50):
+def read_live(pid, timeout=5.0):
     """The JSON of PID's live page, read consistently (seqlock: the same even sequence
-    number before and after the copy)."""
+    number before and after the copy). The writer formats the figures inside its window
+    (a fifth of the times with /proc/self/smaps), which on a loaded machine, or with the
+    writer's thread preempted, lasts far longer than a read: the reader waits for up to
+    `timeout` seconds, not a number of tries (50 tries of 2 ms failed so in CI)."""
     path = live_path(pid)
     try:
         f = open(path, "rb")
@@ -45,8 +48,9 @@ def read_live(pid, tries=50):
         f.close()
         raise StatsError("process %d is gone; %s is left from a process that was killed "
                          "(remove it)" % (pid, path))
+    deadline = time.monotonic() + timeout
     with f:
-        for _ in range(tries):
+        while time.monotonic() < deadline:
             f.seek(0)
             head = f.read(LIVE_HEADER.size)
             if len(head) < LIVE_HEADER.size:
@@ -62,6 +66,7 @@ def read_live(pid, tries=50):
             f.seek(0)
             seq2 = LIVE_HEADER.unpack(f.read(LIVE_HEADER.size))[3]
             if seq2 != seq:
+                time.sleep(0.001)
                 continue
             try:
                 return json.loads(text.decode())
