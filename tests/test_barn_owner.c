@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 
 #define SIZE	 96
@@ -118,9 +119,19 @@ int main(void)
 	sem_init(&a_go, 0, 0);
 	sem_init(&a_done, 0, 0);
 	pthread_t a, b;
+	/* Both on this thread's CPU, so on one node: the other barns a thread looks in are
+	 * its node's. They take turns (the semaphores), so one CPU is enough. */
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	int cpu = sched_getcpu();
+	CPU_SET(cpu < 0 ? 0 : cpu, &one);
+	pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
 	/* Checked once both are joined: the check counters are the test's, not atomic. */
-	int made_b = pthread_create(&b, NULL, thread_b, NULL);
-	int made_a = made_b ? -1 : pthread_create(&a, NULL, thread_a, NULL);
+	int made_b = pthread_create(&b, &attr, thread_b, NULL);
+	int made_a = made_b ? -1 : pthread_create(&a, &attr, thread_a, NULL);
+	pthread_attr_destroy(&attr);
 	if (!made_a)
 		pthread_join(a, NULL);
 	else if (!made_b)
