@@ -77,6 +77,8 @@ static void *thread_b(void *arg)
 	struct barn *a_barn = barn_of_shard(a_shard);
 	unsigned in_a_barn = a_barn ? a_barn->count : 0;
 	CHECKF(in_a_barn > 0, "A's frees reached its barn (%u)", in_a_barn);
+	if (!in_a_barn)
+		return NULL; /* nothing below can be asked */
 	/* B's own: its sheaf, the slab's objects on B's freelist, and those never carved. */
 	unsigned own = cc->sheaf_count + left, mixed = 0;
 	for (void *p = cc->freelist; p && own < 512; p = link_get(p))

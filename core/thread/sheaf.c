@@ -361,6 +361,17 @@ static void *walk_end(struct walk *w)
 	return w->p[0];
 }
 
+/* n objects just put in cc's sheaf from a barn: the top one handed out, counted as a slow
+ * allocation (the rest are counted as they are popped). */
+static void *sheaf_hand_top(struct cache_cpu *cc, unsigned n)
+{
+	void *object = cc->sheaf[n - 1];
+	sheaf_set_count(cc, n - 1);
+	mark_allocated(object);
+	uslub_stat(cc, ALLOC_SLOWPATH);
+	return object;
+}
+
 /* The thread's sheaf of cls is empty: a full sheaf from the thread's own barn, without the
  * thread's slow-path lock (the idle drain never touches sheaves or barns), or NULL with
  * the sheaf's share to take from the slab layer in *half. The object returned is counted
@@ -376,11 +387,7 @@ void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *ha
 		uslub_stat(cc, BARN_GET_FAIL);
 		return NULL;
 	}
-	void *object = cc->sheaf[n - 1];
-	sheaf_set_count(cc, n - 1);
-	mark_allocated(object);
-	uslub_stat(cc, ALLOC_SLOWPATH);
-	return object;
+	return sheaf_hand_top(cc, n);
 }
 
 /* Whether the thread's slabs of c still hold free objects: its slab's lists or untouched
@@ -416,13 +423,8 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
 		mark_allocated(object);
 		uslub_stat(cc, ALLOC_SLOWPATH);
 	} else {
-		if (!own_stock(c, cc) && (n = barn_get_other(c, t, cc->sheaf, half))) {
-			object = cc->sheaf[n - 1];
-			sheaf_set_count(cc, n - 1);
-			mark_allocated(object);
-			uslub_stat(cc, ALLOC_SLOWPATH);
-			return object;
-		}
+		if (!own_stock(c, cc) && (n = barn_get_other(c, t, cc->sheaf, half)))
+			return sheaf_hand_top(cc, n);
 		object = uslub_alloc_refill(t, cls);
 		if (!object)
 			return NULL;

@@ -98,7 +98,8 @@ struct barn {
 	uint64_t gets, puts;
 };
 /* Barns a node has: a thread puts into its own (given round robin, t->barn_shard) and
- * gets from it first, then from the others. One barn a node was where two threads met:
+ * gets from it, from the others only once its own slabs have no free object left
+ * (sheaf.c, own_stock). One barn a node was where two threads met:
  * replacing blocks of up to 8 KiB (sheaves of 4-8 KiB objects hold a few, so a thread
  * reaches the barn every few operations), two threads ran at 0.57x one
  * (tools/bench/results/sheaves-barns.md). A producer still finds what its consumer put
