@@ -353,10 +353,11 @@ struct cache_cpu {
 } __attribute__((aligned(CPU_BYTES)));
 _Static_assert(sizeof(struct cache_cpu) == CPU_BYTES, "cache_cpu is CPU_BYTES");
 /* malloc's fast path: the offset of cpu[class] in a thread, by (size + 15) / 16, for
- * sizes up to USLUB_MAX_SMALL (the class table scaled, so malloc does not multiply).
+ * sizes up to USLUB_MAX_SMALL (the class table scaled, so malloc does not multiply), and
+ * of the medium sheaf of the size's page count above, up to USLUB_MAX_FAST (below).
  * Written at start-up before any thread has state of its own; threads without state
  * find every sheaf empty whatever they read. */
-extern uint16_t uslub_cpu_of[USLUB_MAX_SMALL / 16 + 1];
+extern uint16_t uslub_cpu_of[];
 
 /* free_fastpath is not counted where it happens: the fast path's push already writes
  * sheaf_count. Each fast free adds 1 to the count, each fast malloc takes 1 from it and
@@ -399,6 +400,18 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 #define MEDIUM_HIGH_TOTAL   8192
 #define MEDIUM_BATCH	    8
 _Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
+
+/* The medium sheaves (thread/medium_sheaf.c): blocks of MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES
+ * pages (8 KiB < size <= 32 KiB, USLUB_MAX_FAST) take malloc's and free's fast paths as
+ * objects do, one cache_cpu per page count (uslub_thread.mcpu): a block's pages carry free's
+ * test with objects 1, so only its start passes. Sizes uniform up to 32 KiB are three
+ * quarters medium blocks, and with a path of their own the branch between the two kinds
+ * was mispredicted at random in malloc and in free (README.md, "Threads and medium
+ * blocks"). Larger blocks stay on the medium-block cache's path. */
+#define MSHEAF_MAX_PAGES 8
+#define NR_MSHEAVES	 (MSHEAF_MAX_PAGES - MEDIUM_MIN_PAGES + 1)
+#define USLUB_MAX_FAST	 ((size_t)MSHEAF_MAX_PAGES << USLUB_PAGE_SHIFT)
+_Static_assert(MSHEAF_MAX_PAGES <= MEDIUM_MAX_PAGES, "a medium sheaf's blocks are medium");
 
 /* Free medium blocks by page count: bin n lists blocks of n pages through their
  * descriptors' `next`; bit n of `nonempty` says bin n has one. A thread's cache and a
@@ -450,6 +463,8 @@ enum uslub_pcp_stat_item {
 };
 struct uslub_thread {
 	struct cache_cpu cpu[USLUB_NR_CACHES];
+	/* The medium sheaves: mcpu[n - MEDIUM_MIN_PAGES] holds blocks of n pages. */
+	struct cache_cpu mcpu[NR_MSHEAVES];
 	struct uslub_thread *reg_next, *reg_prev; /* registry, under uslub_registry_lock */
 	unsigned node;
 	/* The page cache: free blocks by order, linked through their descriptors' `list`,
@@ -495,12 +510,17 @@ struct uslub_thread {
 };
 
 _Static_assert(sizeof(struct uslub_thread) <= (USLUB_PAGE_SIZE << 4), "a thread state is order 4");
-/* What a state's creation writes - the fields after cpu[] - lies on one page. */
-_Static_assert(sizeof(struct cache_cpu[USLUB_NR_CACHES]) >> USLUB_PAGE_SHIFT ==
+/* What a state's creation writes - the fields after the cache_cpus - lies on one page. */
+_Static_assert(offsetof(struct uslub_thread, reg_next) >> USLUB_PAGE_SHIFT ==
 		   (sizeof(struct uslub_thread) - 1) >> USLUB_PAGE_SHIFT,
 	       "a thread state's own fields share one page");
 _Static_assert(CPU_OFF(USLUB_NR_CACHES - 1) == (USLUB_NR_CACHES - 1) * CPU_BYTES,
 	       "every cache's cache_cpu offset fits page_test.cpu_off");
+/* page_test.cpu_off of a block of n pages (MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES). */
+#define MCPU_OFF(n)                                                                                \
+	((uint16_t)(offsetof(struct uslub_thread, mcpu) + ((n)-MEDIUM_MIN_PAGES) * CPU_BYTES))
+_Static_assert(offsetof(struct uslub_thread, mcpu[NR_MSHEAVES]) <= UINT16_MAX,
+	       "every medium sheaf's cache_cpu offset fits page_test.cpu_off");
 _Static_assert(USLUB_NR_CACHES < CLS_NONE, "a class byte names every cache");
 
 enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };

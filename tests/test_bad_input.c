@@ -275,6 +275,91 @@ static void case_double_free_large(void)
 	double_free_of(20000);
 }
 
+/* The medium sheaves (core/thread/medium_sheaf.c): a 20 KiB block waits in the thread's
+ * sheaf of 5-page blocks, marked free. Freed again by a thread whose sheaf of that size
+ * is not open yet, so its free takes the slow path. */
+static void *free_again(void *p)
+{
+	FREE(tu_opaque(p));
+	return NULL;
+}
+
+static void case_double_free_medium_other(void)
+{
+	if (strpbrk(getenv("USLUB_DEBUG") ? getenv("USLUB_DEBUG") : "", "ZPQ1"))
+		_exit(CASE_SKIPPED);
+	void *p = MALLOC(20000);
+	if (p == NULL)
+		_exit(3);
+	FREE(p);
+	pthread_t t;
+	if (pthread_create(&t, NULL, free_again, p) != 0)
+		_exit(3);
+	pthread_join(t, NULL);
+}
+
+/* ... and once the sheaf has spilled it into the medium-block cache. */
+static void case_double_free_medium_spilled(void)
+{
+	if (strpbrk(getenv("USLUB_DEBUG") ? getenv("USLUB_DEBUG") : "", "ZPQ1"))
+		_exit(CASE_SKIPPED);
+	void *p[40];
+	for (unsigned i = 0; i < 40; i++)
+		if ((p[i] = MALLOC(20000)) == NULL)
+			_exit(3);
+	for (unsigned i = 0; i < 40; i++)
+		FREE(p[i]);
+	FREE(tu_opaque(p[0]));
+}
+
+static void case_realloc_freed_medium(void)
+{
+	void *p = MALLOC(20000);
+	if (p == NULL)
+		_exit(3);
+	FREE(p);
+	FREE(REALLOC(tu_opaque(p), 30000));
+}
+
+/* Blocks of 12-32 KiB freed by a thread (each carrying the free mark in its sheaf), whose
+ * exit gives them back to the zone, then made again where they lay: a mark an earlier
+ * block left must not make a live block's free look like a second one. */
+enum { REUSED = 48 };
+static size_t reused_size(unsigned i)
+{
+	return 8200 + ((i * 7) % 6) * 4096;
+}
+
+static void *mark_and_exit(void *arg)
+{
+	(void)arg;
+	void *p[REUSED];
+	for (unsigned i = 0; i < REUSED; i++)
+		if ((p[i] = MALLOC(reused_size(i))) == NULL)
+			_exit(3);
+	for (unsigned i = 0; i < REUSED; i++)
+		FREE(p[(i * 5) % REUSED]);
+	return NULL;
+}
+
+static void case_medium_reused(void)
+{
+	for (unsigned round = 0; round < 4; round++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, mark_and_exit, NULL) != 0)
+			_exit(3);
+		pthread_join(t, NULL);
+		void *p[REUSED];
+		for (unsigned i = 0; i < REUSED; i++)
+			if ((p[i] = MALLOC(reused_size(i))) == NULL)
+				_exit(3);
+		for (unsigned i = 0; i < REUSED; i++)
+			FREE(p[i]);
+		MALLOC_TRIM(0);
+	}
+	fputs("medium blocks reused\n", stderr);
+}
+
 /* Above the per-thread large cache: the pages go straight back. */
 static void case_double_free_large_uncached(void)
 {
@@ -460,6 +545,19 @@ static const struct bad_case cases[] = {
      case_double_free_large,
      1,
      {"uslub: free(): double free 0x", "large block"}},
+    {"double free of a 20 KiB block by a thread whose sheaf is not open",
+     case_double_free_medium_other,
+     1,
+     {"uslub: free(): double free 0x", "large block"}},
+    {"double free of a 20 KiB block its sheaf spilled",
+     case_double_free_medium_spilled,
+     1,
+     {"uslub: free(): double free 0x", "large block"}},
+    {"realloc of a freed 20 KiB block", case_realloc_freed_medium, 1, {"realloc", "double free"}},
+    {"medium blocks made where freed ones lay (control)",
+     case_medium_reused,
+     0,
+     {"medium blocks reused", NULL}},
     {"double free of a large block (pages given back)",
      case_double_free_large_uncached,
      1,

@@ -9,7 +9,9 @@
  *   land in the node's depot and the producer's misses are served from it (no trip to the
  *   zone), the depot never holds more than its bound, and malloc_trim empties it.
  * - Decay: a depot a thread took nothing from for a pass goes back to the zones at the
- *   next one (the background thread's passes, called directly here). */
+ *   next one (the background thread's passes, called directly here).
+ * - The medium sheaves in front of the cache: the tests on a block's pages, the push and
+ *   pop, the spill of a full sheaf, a resize in place, another thread's frees. */
 #include "debug/check.h"
 #include "slab/slab.h"
 #include "thread/thread.h"
@@ -190,6 +192,109 @@ static void decay(void)
 	CHECK_EQ(uslub_medium_depot_pages(), 0);
 }
 
+/* ---- the medium sheaves (core/thread/medium_sheaf.c) -------------------------------- */
+
+static struct cache_cpu *msheaf(unsigned n)
+{
+	return &uslub_tls_thread->mcpu[n - MEDIUM_MIN_PAGES];
+}
+
+/* Every page of block p (n pages) carries free's test of the sheaf of n pages. */
+static bool tested_as(void *p, unsigned n)
+{
+	const struct page_test *e = page_test_of(page_desc_of(p));
+	for (unsigned i = 0; i < n; i++)
+		if (e[i].start != (uint32_t)(uintptr_t)p || e[i].objects != 1 ||
+		    e[i].cpu_off != MCPU_OFF(n))
+			return false;
+	return true;
+}
+
+static uint64_t msheaf_pages(const struct uslub_thread *t)
+{
+	uint64_t pages = 0;
+	for (unsigned k = 0; k < NR_MSHEAVES; k++)
+		pages += (uint64_t)t->mcpu[k].sheaf_count * (k + MEDIUM_MIN_PAGES);
+	return pages;
+}
+
+static void *free_all(void *arg)
+{
+	void **blocks = arg;
+	for (unsigned i = 0; i < 8; i++)
+		FREE(blocks[i]);
+	/* Held in this thread's sheaf until it exits. */
+	CHECK_EQ(uslub_tls_thread->mcpu[4 - MEDIUM_MIN_PAGES].sheaf_count, 8);
+	return NULL;
+}
+
+static void medium_sheaves(void)
+{
+	tu_section("blocks of 8-32 KiB go through the thread's medium sheaves");
+	MALLOC_TRIM(0);
+	CHECK_EQ(msheaf_pages(uslub_tls_thread), 0);
+	/* A live block's pages carry its sheaf's test; free pushes it, malloc pops it. */
+	void *p = MALLOC(20000);
+	CHECK(tested_as(p, 5));
+	unsigned before = msheaf(5)->sheaf_count;
+	FREE(p);
+	CHECK_EQ(msheaf(5)->sheaf_count, before + 1);
+	CHECK(msheaf(5)->sheaf_cap >= 2 && msheaf(5)->sheaf_cap <= SHEAF_MAX);
+	uint64_t pops = uslub_cc_stat(msheaf(5), USLUB_STAT_ALLOC_FASTPATH);
+	void *again = MALLOC(17000);
+	CHECK(again == p);
+	CHECK_EQ(msheaf(5)->sheaf_count, before);
+	if (USLUB_STATS_ENABLED)
+		CHECK_EQ(uslub_cc_stat(msheaf(5), USLUB_STAT_ALLOC_FASTPATH), pops + 1);
+	FREE(again);
+
+	/* A full sheaf sends its older blocks to the medium-block cache, their tests
+	 * cleared (the heap check looks at every page's test). */
+	enum { MANY = 64 };
+	static void *blocks[MANY];
+	for (unsigned i = 0; i < MANY; i++)
+		blocks[i] = MALLOC(3 * USLUB_PAGE_SIZE);
+	for (unsigned i = 0; i < MANY; i++) {
+		FREE(blocks[i]);
+		CHECK(msheaf(3)->sheaf_count <= msheaf(3)->sheaf_cap);
+	}
+	CHECK(uslub_tls_thread->medium.count[3] > 0);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	CHECK_EQ(chk.cached_large_pages, uslub_tls_thread->medium.pages +
+					     msheaf_pages(uslub_tls_thread) +
+					     uslub_medium_depot_pages());
+
+	/* Resized in place, a block's tests follow its page count: 5 pages, then 10 (past
+	 * the sheaves' sizes: no test), then 4. */
+	MALLOC_TRIM(0);
+	void *r = MALLOC(4 * USLUB_PAGE_SIZE);
+	void *r2 = REALLOC(r, 5 * USLUB_PAGE_SIZE);
+	CHECK(r2 != NULL);
+	CHECK(tested_as(r2, 5) || r2 != r);
+	void *r3 = REALLOC(r2, 10 * USLUB_PAGE_SIZE);
+	CHECK(r3 != NULL && page_test_of(page_desc_of(r3))->objects == 0);
+	void *r4 = REALLOC(r3, 4 * USLUB_PAGE_SIZE);
+	CHECK(r4 == r3 && tested_as(r4, 4));
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	FREE(r4);
+
+	/* Another thread's frees go to that thread's sheaf, and back at its exit. */
+	void *mine[8];
+	for (unsigned i = 0; i < 8; i++)
+		mine[i] = MALLOC(4 * USLUB_PAGE_SIZE - 100);
+	unsigned own = msheaf(4)->sheaf_count;
+	pthread_t tid;
+	CHECK(pthread_create(&tid, NULL, free_all, mine) == 0);
+	pthread_join(tid, NULL);
+	CHECK_EQ(msheaf(4)->sheaf_count, own);
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	MALLOC_TRIM(0);
+	CHECK_EQ(msheaf_pages(uslub_tls_thread), 0);
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	CHECK_EQ(chk.cached_large_pages, 0);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -198,5 +303,7 @@ int main(int argc, char **argv)
 	ownership();
 	depot();
 	decay();
+	if (!uslub_block_debug && !uslub_block_pad)
+		medium_sheaves();
 	return tu_summary("test_medium");
 }

@@ -153,6 +153,23 @@ static void large_zones(void)
 	FREE(big);
 }
 
+/* Pages in t's medium sheaves, and the blocks they handed out (types.h, MSHEAF_*): the
+ * thread's medium caching is the sheaves and the medium-block cache together. */
+static uint64_t msheaf_pages(const struct uslub_thread *t)
+{
+	uint64_t pages = 0;
+	for (unsigned k = 0; k < NR_MSHEAVES; k++)
+		pages += (uint64_t)t->mcpu[k].sheaf_count * (k + MEDIUM_MIN_PAGES);
+	return pages;
+}
+static uint64_t medium_hits(const struct uslub_thread *t)
+{
+	uint64_t hits = t->medium_stat[USLUB_MEDIUM_HIT];
+	for (unsigned k = 0; k < NR_MSHEAVES; k++)
+		hits += uslub_cc_stat(&t->mcpu[k], USLUB_STAT_ALLOC_FASTPATH);
+	return hits;
+}
+
 static void medium_cache(void)
 {
 	struct uslub_thread *t = uslub_tls_thread;
@@ -177,9 +194,11 @@ static void medium_cache(void)
 	FREE(again);
 	struct uslub_check chk;
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
-	CHECK_EQ(chk.cached_large_pages, t->medium.pages + uslub_medium_depot_pages());
+	CHECK_EQ(chk.cached_large_pages,
+		 t->medium.pages + msheaf_pages(t) + uslub_medium_depot_pages());
 	MALLOC_TRIM(0);
 	CHECK_EQ(t->medium.pages, 0);
+	CHECK_EQ(msheaf_pages(t), 0);
 
 	/* A request whose own bin is empty takes a block up to a quarter bigger: 10 pages for
 	 * 8, not 11 for 8 (a block is not cut: see medium.c). */
@@ -200,7 +219,7 @@ static void medium_cache(void)
 	/* Churn: 512 live blocks of 3-8 pages, one replaced at random per step. */
 	enum { LIVE = 512, STEPS = 20000 };
 	static void *live[LIVE];
-	uint64_t seed = 42, hits0 = t->medium_stat[USLUB_MEDIUM_HIT];
+	uint64_t seed = 42, hits0 = medium_hits(t);
 	uint64_t misses0 = t->medium_stat[USLUB_MEDIUM_MISS];
 	for (unsigned i = 0; i < LIVE; i++)
 		live[i] = MALLOC((3 + i % 6) * USLUB_PAGE_SIZE - 64);
@@ -213,7 +232,7 @@ static void medium_cache(void)
 		CHECKF(t->medium.pages <= MEDIUM_HIGH_MAX, "step %u: %u pages cached", s,
 		       t->medium.pages);
 	}
-	uint64_t hits = t->medium_stat[USLUB_MEDIUM_HIT] - hits0;
+	uint64_t hits = medium_hits(t) - hits0;
 	uint64_t misses = t->medium_stat[USLUB_MEDIUM_MISS] - misses0;
 	printf("  churn: %lu hits, %lu misses, high %u pages\n", (unsigned long)hits,
 	       (unsigned long)misses, t->medium_high);

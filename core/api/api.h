@@ -73,8 +73,8 @@ static inline __attribute__((always_inline)) void uslub_classify(const void *p, 
 		size_t bytes = (size_t)d->objects << USLUB_PAGE_SHIFT;
 		if (unlikely(p != page_address(d)) && p != uslub_large_start(d))
 			uslub_report_bad_block("invalid pointer", op, p, "inside a large", bytes);
-		/* Freed, waiting in a thread's cache or in the quarantine. */
-		if (d->flags & (PF_CACHED | PF_HELD))
+		/* Freed, waiting in a thread's sheaf or cache, or in the quarantine. */
+		if ((d->flags & (PF_CACHED | PF_HELD)) || medium_in_sheaf(d, p))
 			uslub_report_bad_block("double free", op, p, "large", bytes);
 		out->kind = PTR_LARGE;
 		if (flags & CLASSIFY_USABLE)
@@ -164,7 +164,7 @@ void uslub_delete_slow(void *p, unsigned kind);
 static inline __attribute__((always_inline)) void *uslub_malloc_inline_as(size_t size,
 									  unsigned kind)
 {
-	if (likely(size <= USLUB_MAX_SMALL)) {
+	if (likely(size <= USLUB_MAX_FAST)) {
 		struct cache_cpu *cc =
 		    (struct cache_cpu *)((char *)uslub_tls_thread + uslub_cpu_of[(size + 15) >> 4]);
 		/* As in free, below; and cc, n kept out of the result's register, where GCC 12

@@ -54,7 +54,9 @@ free_classified(void *p, const struct uslub_ptr *ptr, const char *op, void *call
 		/* A block operator new gave (sized.c): C++'s kind, kept by the letters. */
 		if (unlikely(uslub_debug_every_cache))
 			uslub_debug_check_block_kind(ptr->d, p, KIND_MALLOC, op);
-		uslub_thread_large_free(ptr->d, p); /* into the thread's medium cache */
+		/* Into the thread's medium sheaf, else its medium-block cache. */
+		if (!uslub_msheaf_free(p, ptr->d))
+			uslub_thread_large_free(ptr->d, p);
 		uslub_safe_point_free(caller);
 		break;
 	case PTR_SLAB:
@@ -92,7 +94,8 @@ void uslub_free_slow(void *p, struct page_desc *d)
 	 * classification's two tests for a large block) is all a hit needs. NULL has no
 	 * block (d is NULL). */
 	if (likely(d) && d->kind == PAGE_LARGE && p == page_address(d) &&
-	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && uslub_medium_push(d)) {
+	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && !medium_in_sheaf(d, p) &&
+	    (uslub_msheaf_free(p, d) || uslub_medium_push(d))) {
 		if (unlikely(uslub_tick_due()))
 			uslub_medium_tick(NULL);
 		return;

@@ -112,7 +112,7 @@ static void check_large(struct page_desc *d, const char *dst, size_t n, const ch
 {
 	char *start = uslub_large_start(d);
 	size_t req = uslub_large_request(d), span = uslub_large_span(d);
-	if (d->flags & (PF_CACHED | PF_HELD))
+	if ((d->flags & (PF_CACHED | PF_HELD)) || medium_in_sheaf(d, start))
 		report(NULL, d, start, req, span, (const unsigned char *)dst, true, n, op, caller);
 	const unsigned char *bad = outside(dst, n, start, req);
 	if (bad)

@@ -9,7 +9,7 @@ struct uslub_cache uslub_caches[USLUB_NR_CACHES];
 struct cache_node uslub_cache_nodes[MAX_NODES][USLUB_NR_CACHES];
 _Atomic unsigned uslub_nr_caches = USLUB_NR_CLASSES;
 struct uslub_keys uslub_keys;
-uint16_t uslub_cpu_of[USLUB_MAX_SMALL / 16 + 1];
+uint16_t uslub_cpu_of[USLUB_MAX_FAST / 16 + 1];
 
 /* Objects a carving step adds (slab.c, section 9): mimalloc's 4 KiB of objects, at least
  * CARVE_MIN. By class, set at start-up. */
@@ -84,6 +84,8 @@ void uslub_caches_open(void)
 	uslub_keys.mark = uslub_random() | 1;
 	for (size_t i = 0; i < USLUB_MAX_SMALL / 16 + 1; i++)
 		uslub_cpu_of[i] = (uint16_t)offsetof(struct uslub_thread, cpu[uslub_class_of[i]]);
+	for (size_t i = USLUB_MAX_SMALL / 16 + 1; i < USLUB_MAX_FAST / 16 + 1; i++)
+		uslub_cpu_of[i] = MCPU_OFF((i * 16 + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT);
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		uslub_cache_setup(&uslub_caches[i]);
 	uslub_cache_nodes_init(0, uslub_nr_nodes);

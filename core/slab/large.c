@@ -70,6 +70,13 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
 	set_request(d, size, 0); /* never guarded: the medium-block cache */
 	bool cold = d->flags & PF_COLD;
 	d->flags = 0;
+	/* Its free takes the fast path, which reads the free mark: one left in the
+	 * block's second word by an earlier life of these pages goes (cold pages read 0). */
+	if (medium_testable(d->objects)) {
+		medium_tests_set(d, d->objects);
+		if (!cold)
+			mark_allocated(p);
+	}
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_alloc(p, size, (size_t)d->objects << USLUB_PAGE_SHIFT, 0,
 					zero && cold);
@@ -156,6 +163,8 @@ static inline void release(struct page_desc *d)
 {
 	size_t npages = d->objects;
 	struct uslub_thread *t = uslub_tls_thread;
+	if (medium_tested(d))
+		medium_tests_clear(d, (unsigned)npages);
 	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
 		bool locked = uslub_medium_enter(t);
 		bool cached = uslub_medium_free(t, d, (unsigned)npages);
@@ -206,6 +215,16 @@ static void resize_debug(struct page_desc *d, void *p, size_t size, size_t npage
 	uslub_hooks.block_resize(p, p, old, span, size, (npages << USLUB_PAGE_SHIFT) - lead, lead);
 }
 
+/* Free's tests of unguarded block d, resized in place from old to npages pages: the
+ * pages it gives back carry none, and a block of another page count another sheaf's. */
+static void retest(struct page_desc *d, size_t old, size_t npages)
+{
+	if (medium_tested(d))
+		medium_tests_clear(d, (unsigned)old);
+	if (medium_testable((unsigned)npages))
+		medium_tests_set(d, (unsigned)npages);
+}
+
 /* In place or NULL; the caller moves the block when this fails. */
 void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 {
@@ -222,6 +241,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (npages < old) {
 		if (unlikely(uslub_block_debug))
 			resize_debug(d, p, size, npages);
+		retest(d, old, npages);
 		uslub_pages_free_range(d + npages, old - npages);
 		d->objects = (uint16_t)npages;
 		set_request(d, size, lead);
@@ -230,6 +250,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	}
 	if (size > HUGE_THRESHOLD || uslub_pages_claim(d + old, npages - old) != 0)
 		return NULL;
+	retest(d, old, npages);
 	mark_large(d, npages, old);
 	if (unlikely(uslub_block_debug))
 		resize_debug(d, p, size, npages);

@@ -399,6 +399,8 @@ bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n)
 {
 	if (unlikely(region_of(d)->nid != t->medium_node))
 		return false;
+	if (medium_tested(d))
+		medium_tests_clear(d, n);
 	d->flags = PF_CACHED;
 	medium_bin_push(&t->medium, d, n);
 	medium_stat(t, MEDIUM_FREE, 1);

@@ -70,6 +70,43 @@ size_t uslub_large_request(const struct page_desc *d);
 void uslub_large_cache_drain(struct uslub_thread *t);
 size_t uslub_large_usable(struct page_desc *d);
 
+/* ---- free's test of a medium block (types.h, MSHEAF_*) ---------------------------------- */
+
+/* Blocks of n pages whose pages carry free's test, so that malloc's and free's fast paths
+ * serve them from the medium sheaves: unguarded, outside the checkers' runs (their
+ * operations take the slow paths, which keep the request). */
+static inline bool medium_testable(unsigned n)
+{
+	return n >= MEDIUM_MIN_PAGES && n <= MSHEAF_MAX_PAGES && !uslub_block_debug &&
+	       !uslub_block_pad;
+}
+/* The test on every page of block d of n pages: its start, one object, its page count's
+ * medium sheaf. Set while the block is the program's or in a sheaf; clear (0) while it is
+ * in a medium-block cache, a depot or a zone, so free's slow path sees those. */
+static inline void medium_tests_set(struct page_desc *d, unsigned n)
+{
+	struct page_test *e = page_test_of(d);
+	struct page_test v = {(uint32_t)(uintptr_t)page_address(d), 1, MCPU_OFF(n)};
+	for (unsigned i = 0; i < n; i++)
+		e[i] = v;
+}
+static inline void medium_tests_clear(struct page_desc *d, unsigned n)
+{
+	struct page_test *e = page_test_of(d);
+	for (unsigned i = 0; i < n; i++)
+		e[i] = (struct page_test){0, 0, 0};
+}
+static inline bool medium_tested(const struct page_desc *d)
+{
+	return page_test_of(d)->objects != 0;
+}
+/* Large block d, started at p, waits in a medium sheaf: tested, and marked free as every
+ * block a sheaf holds is (a live block's second word is the program's). */
+static inline bool medium_in_sheaf(const struct page_desc *d, const void *p)
+{
+	return medium_tested(d) && is_marked_free(p);
+}
+
 /* ---- the thread's medium-block cache (medium.c) -------------------------------------- */
 
 /* The request of an unguarded large block (the medium-block cache's), kept as large.c
@@ -197,6 +234,8 @@ static inline bool uslub_medium_push(struct page_desc *d)
 		uslub_medium_exit(t, false);
 		return false;
 	}
+	if (medium_tested(d))
+		medium_tests_clear(d, n);
 	d->flags = PF_CACHED;
 	medium_bin_push(&t->medium, d, n);
 	medium_stat(t, MEDIUM_FREE, 1);

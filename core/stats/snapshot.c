@@ -75,6 +75,18 @@ static void read_counters(struct snap *s)
 			for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++)
 				s->medium[k] += load(&t->medium_stat[k]);
 			s->medium_pages += __atomic_load_n(&t->medium.pages, __ATOMIC_RELAXED);
+			/* The medium sheaves' pops are hits and their pushes frees of the
+			 * cache's, and what they hold is in it. */
+			for (unsigned k = 0; k < NR_MSHEAVES; k++) {
+				const struct cache_cpu *cc = &t->mcpu[k];
+				s->medium[USLUB_MEDIUM_HIT] +=
+				    uslub_cc_stat(cc, USLUB_STAT_ALLOC_FASTPATH);
+				s->medium[USLUB_MEDIUM_FREE] +=
+				    uslub_cc_stat(cc, USLUB_STAT_FREE_FASTPATH);
+				s->medium_pages +=
+				    (uint64_t)__atomic_load_n(&cc->sheaf_count, __ATOMIC_RELAXED) *
+				    (k + MEDIUM_MIN_PAGES);
+			}
 		}
 		urcu_bp_read_unlock();
 		atomic_thread_fence(memory_order_acquire);

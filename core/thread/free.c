@@ -136,6 +136,10 @@ void uslub_slab_object_free(struct uslub_cache *c, struct page_desc *s, void *p,
 
 void uslub_double_free(void *p, struct page_desc *s)
 {
+	/* A medium block in a sheaf (medium_sheaf.c) is caught by the objects' test too. */
+	if (s->kind == PAGE_LARGE)
+		uslub_report_bad_block("double free", "free", p, "large",
+				       (size_t)s->objects << USLUB_PAGE_SHIFT);
 	uslub_report_bad_free("double free", "free", p, &uslub_caches[s->cls], s);
 }
 

@@ -472,16 +472,22 @@ void *uslub_sheaf_refill(struct uslub_thread *t, unsigned cls, unsigned half)
 void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	unsigned cls = (unsigned)(cc - t->cpu);
+	uintptr_t off = (uintptr_t)cc - (uintptr_t)t;
+	if (unlikely(off >= offsetof(struct uslub_thread, mcpu))) {
+		uslub_msheaf_overflow(p, cc);
+		return;
+	}
+	unsigned cls = (unsigned)(off / CPU_BYTES);
 	struct uslub_cache *c = &uslub_caches[cls];
 	/* A thread that frees before it ever allocates (a consumer) gets its state here, so
 	 * its frees have a sheaf too instead of a compare-and-swap each. */
 	if (unlikely(t->state == THREAD_EMPTY) && !c->debug && c->sheaf_capacity) {
 		struct uslub_thread *made = uslub_thread_create();
-		if (made)
+		if (made) {
 			t = made;
+			cc = &t->cpu[cls];
+		}
 	}
-	cc = &t->cpu[cls];
 	unsigned n = cc->sheaf_count;
 	uslub_sheaf_open(t, cc, cls);
 	if (!cc->sheaf_cap) {
@@ -532,4 +538,5 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 			sheaf_set_count(cc, 0);
 		}
 	}
+	uslub_msheaves_flush(t, final);
 }

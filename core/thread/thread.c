@@ -187,6 +187,14 @@ void uslub_stats_fold(struct uslub_thread *t)
 			__atomic_store_n(&t->pcp_stat[k][o], 0, __ATOMIC_RELAXED);
 		}
 	}
+	for (unsigned k = 0; k < NR_MSHEAVES; k++) {
+		struct cache_cpu *cc = &t->mcpu[k];
+		t->medium_stat[USLUB_MEDIUM_HIT] += uslub_cc_stat(cc, USLUB_STAT_ALLOC_FASTPATH);
+		t->medium_stat[USLUB_MEDIUM_FREE] += uslub_cc_stat(cc, USLUB_STAT_FREE_FASTPATH);
+		__atomic_store_n(&cc->stat[USLUB_STAT_ALLOC_FASTPATH], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&cc->stat[USLUB_STAT_FREE_FASTPATH], -(uint64_t)cc->sheaf_count,
+				 __ATOMIC_RELAXED);
+	}
 	for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++) {
 		__atomic_fetch_add(&uslub_medium_stat[k], t->medium_stat[k], __ATOMIC_RELAXED);
 		__atomic_store_n(&t->medium_stat[k], 0, __ATOMIC_RELAXED);

@@ -123,9 +123,23 @@ __attribute__((noreturn)) void uslub_freelist_corrupt(struct cache_cpu *cc, void
 /* free of an object already free (its mark says so): reported, the program stops. */
 __attribute__((noreturn)) void uslub_double_free(void *p, struct page_desc *s);
 
-/* Sends the objects in t's sheaves back to their slabs; `final` also closes the sheaves
- * (thread exit). */
+/* Sends the objects in t's sheaves back to their slabs (and the medium sheaves' blocks to
+ * the medium-block cache); `final` also closes the sheaves (thread exit). */
 void uslub_sheaves_flush(struct uslub_thread *t, bool final);
+
+/* ---- the medium sheaves (medium_sheaf.c) --------------------------------------------- */
+
+/* malloc of 8 KiB < size <= USLUB_MAX_FAST when the size's medium sheaf is empty: a block
+ * the general way (slab/large.c), and the sheaf refilled from the thread's medium-block
+ * cache. */
+void *uslub_msheaf_alloc(size_t size);
+/* free of medium block p (d its descriptor: a live, unguarded large block, p its start)
+ * that the fast path did not take: onto the thread's sheaf, opened if need be. False if
+ * the block or the thread has no sheaf for it. */
+bool uslub_msheaf_free(void *p, struct page_desc *d);
+/* free's fast path found medium sheaf cc full. */
+void uslub_msheaf_overflow(void *p, struct cache_cpu *cc);
+void uslub_msheaves_flush(struct uslub_thread *t, bool final);
 
 void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
 			    struct uslub_thread *t);

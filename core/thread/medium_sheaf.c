@@ -1,0 +1,175 @@
+/* The medium sheaves: blocks of 8-32 KiB (MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES pages) on
+ * the objects' fast paths (types.h, MSHEAF_*). malloc pops the thread's sheaf of the
+ * size's page count through uslub_cpu_of, as it pops a kmalloc cache's; free finds the
+ * sheaf through the test on the block's page, as it finds an object's, and pushes. So the
+ * two kinds share one path, and a program that mixes them at random is not sent down two
+ * at random (tcmalloc's size classes reach 256 KiB for the same reason).
+ *
+ * Behind a sheaf lies the thread's medium-block cache (slab/medium.c): a sheaf that runs
+ * empty takes a block from it the general way and half a sheaf more of its page count; a
+ * full one sends its older half there. A block in a sheaf is free: its pages keep their
+ * tests and it carries the free mark in its second word, as a free object does, so a
+ * second free of it is caught on the fast path and on the slow one (medium_in_sheaf).
+ *
+ * What a sheaf holds is bounded by MSHEAF_BYTES a page count. The idle drain does not
+ * reach it: free's and malloc's fast paths take no lock, as for the small sheaves, so a
+ * parked thread keeps what its medium sheaves held when it parked (design.md, "Medium
+ * sheaves"). Its exit and malloc_trim give them back. */
+#include "thread/thread.h"
+#include "os/options.h"
+#include "slab/slab.h"
+
+#include <string.h>
+
+/* What the medium sheaves may hold is shared out as the medium-block caches' high is
+ * (types.h, MEDIUM_HIGH_TOTAL): MSHEAF_TOTAL for all threads together, so a page count's
+ * sheaf holds MSHEAF_BYTES_MAX with a few threads (8 blocks of 32 KiB, 21 of 12 KiB) and
+ * 2 blocks at least with many. Each slow path of a sheaf sets its capacity anew. One
+ * thread replacing blocks of 16 B - 32 KiB at random took 177 instructions a replacement
+ * with 64 KiB a sheaf, 136 with 128 and 114 with 256 (callgrind, README.md, "Threads and
+ * medium blocks"). */
+#define MSHEAF_TOTAL	 (32 << 20)
+#define MSHEAF_BYTES_MAX (256 << 10)
+
+/* 0 with USLUB_SHEAVES=0, as every cache's. */
+static unsigned msheaf_cap(unsigned n)
+{
+	unsigned threads = __atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED);
+	size_t bytes = MSHEAF_TOTAL / (threads ? threads : 1) / NR_MSHEAVES;
+	unsigned cap = (unsigned)((bytes < MSHEAF_BYTES_MAX ? bytes : MSHEAF_BYTES_MAX) /
+				  ((size_t)n << USLUB_PAGE_SHIFT));
+	cap = cap < 2 ? 2 : cap > SHEAF_MAX ? SHEAF_MAX : cap;
+	return cap < uslub_config.sheaves ? cap : uslub_config.sheaves;
+}
+
+static unsigned pages_of(size_t size)
+{
+	return (unsigned)((size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT);
+}
+
+/* A live thread's sheaf opens at its first slow path, as a cache's does (thread.h). */
+static void msheaf_open(struct cache_cpu *cc, unsigned n)
+{
+	if (!cc->sheaf_cap) {
+		cc->sheaf_cap = (uint16_t)msheaf_cap(n);
+		/* Lemire's magic of the block's bytes: only its start passes. */
+		cc->magic = cc->sheaf_cap ? UINT64_MAX / ((uint64_t)n << USLUB_PAGE_SHIFT) + 1 : 0;
+	}
+}
+
+static unsigned msheaf_pages(const struct uslub_thread *t, const struct cache_cpu *cc)
+{
+	return (unsigned)(cc - t->mcpu) + MEDIUM_MIN_PAGES;
+}
+
+/* The thread's sheaf of n-page blocks, open, or NULL where it may have none. */
+static struct cache_cpu *msheaf_of(struct uslub_thread *t, unsigned n)
+{
+	if (t->state != THREAD_LIVE || !medium_testable(n))
+		return NULL;
+	struct cache_cpu *cc = &t->mcpu[n - MEDIUM_MIN_PAGES];
+	msheaf_open(cc, n);
+	return cc->sheaf_cap ? cc : NULL;
+}
+
+/* Up to `want` blocks of exactly n pages from the thread's medium-block cache into the
+ * sheaf, which is empty. */
+static void msheaf_fill(struct uslub_thread *t, struct cache_cpu *cc, unsigned n, unsigned want)
+{
+	unsigned k = 0;
+	bool locked = uslub_medium_enter(t);
+	while (k < want && t->medium.count[n]) {
+		struct page_desc *d = medium_bin_pop(&t->medium, n);
+		d->flags = 0;
+		medium_tests_set(d, n);
+		void *b = page_address(d);
+		mark_free(b);
+		cc->sheaf[k++] = b;
+	}
+	uslub_medium_exit(t, locked);
+	if (k)
+		sheaf_set_count(cc, k);
+}
+
+/* The sheaf's oldest `k` blocks to the medium-block cache (or their zone), the rest moved
+ * down. */
+static void msheaf_spill(struct cache_cpu *cc, unsigned k)
+{
+	unsigned count = cc->sheaf_count;
+	for (unsigned i = 0; i < k; i++)
+		uslub_large_release(page_desc_of(cc->sheaf[i]));
+	if (count > k)
+		memmove(cc->sheaf, cc->sheaf + k, (count - k) * sizeof(void *));
+	sheaf_set_count(cc, count - k);
+}
+
+/* cc: the calling thread's, open. */
+static void msheaf_push(struct cache_cpu *cc, void *p)
+{
+	if (cc->sheaf_count >= cc->sheaf_cap) {
+		unsigned cap = msheaf_cap(msheaf_pages(uslub_tls_thread, cc));
+		cc->sheaf_cap = (uint16_t)(cap ? cap : 1);
+		/* The older blocks go, down to half the sheaf with p. */
+		if (cc->sheaf_count >= cc->sheaf_cap)
+			msheaf_spill(cc, cc->sheaf_count - cc->sheaf_cap / 2);
+	}
+	mark_free(p);
+	cc->sheaf[cc->sheaf_count] = p;
+	/* A push, counted as the fast path's are (types.h, uslub_cc_stat). */
+	uslub_own_store(cc->sheaf_count, (uint16_t)(cc->sheaf_count + 1));
+}
+
+void *uslub_msheaf_alloc(size_t size)
+{
+	void *p = uslub_thread_large_alloc(size, 0, false);
+	unsigned n = pages_of(size);
+	struct uslub_thread *t = uslub_tls_thread;
+	struct cache_cpu *cc = p ? msheaf_of(t, n) : NULL;
+	if (cc && !cc->sheaf_count) {
+		unsigned cap = msheaf_cap(n);
+		if (cap) {
+			cc->sheaf_cap = (uint16_t)cap;
+			msheaf_fill(t, cc, n, cap / 2);
+		}
+	}
+	return p;
+}
+
+bool uslub_msheaf_free(void *p, struct page_desc *d)
+{
+	unsigned n = d->objects;
+	if (!medium_testable(n))
+		return false;
+	struct uslub_thread *t = uslub_tls_thread;
+	/* A thread that frees before it allocates (a consumer) gets its state here. */
+	if (unlikely(t->state == THREAD_EMPTY)) {
+		struct uslub_thread *made = uslub_thread_create();
+		if (made)
+			t = made;
+	}
+	struct cache_cpu *cc = msheaf_of(t, n);
+	if (!cc)
+		return false;
+	if (!medium_tested(d))
+		medium_tests_set(d, n);
+	msheaf_push(cc, p);
+	return true;
+}
+
+void uslub_msheaf_overflow(void *p, struct cache_cpu *cc)
+{
+	msheaf_push(cc, p);
+}
+
+void uslub_msheaves_flush(struct uslub_thread *t, bool final)
+{
+	for (unsigned k = 0; k < NR_MSHEAVES; k++) {
+		struct cache_cpu *cc = &t->mcpu[k];
+		if (final) {
+			cc->sheaf_cap = 0;
+			cc->magic = 0;
+		}
+		if (cc->sheaf_count)
+			msheaf_spill(cc, cc->sheaf_count);
+	}
+}
