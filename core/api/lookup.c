@@ -95,7 +95,7 @@ void uslub_free_slow(void *p, struct page_desc *d)
 	 * block (d is NULL). */
 	if (likely(d) && d->kind == PAGE_LARGE && p == page_address(d) &&
 	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && !medium_in_sheaf(d, p) &&
-	    (uslub_msheaf_free(p, d) || uslub_medium_push(d))) {
+	    ((d->objects <= MSHEAF_MAX_PAGES && uslub_msheaf_free(p, d)) || uslub_medium_push(d))) {
 		if (unlikely(uslub_tick_due()))
 			uslub_medium_tick(NULL);
 		return;

@@ -96,9 +96,11 @@ static inline void medium_tests_clear(struct page_desc *d, unsigned n)
 	for (unsigned i = 0; i < n; i++)
 		e[i] = (struct page_test){0, 0, 0};
 }
+/* d: a large block's head. Larger blocks carry no test, and their descriptor is read
+ * already where the test's line may not be. */
 static inline bool medium_tested(const struct page_desc *d)
 {
-	return page_test_of(d)->objects != 0;
+	return d->objects <= MSHEAF_MAX_PAGES && page_test_of(d)->objects != 0;
 }
 /* Large block d, started at p, waits in a medium sheaf: tested, and marked free as every
  * block a sheaf holds is (a live block's second word is the program's). */

@@ -91,12 +91,22 @@ static void msheaf_fill(struct uslub_thread *t, struct cache_cpu *cc, unsigned n
 		sheaf_set_count(cc, k);
 }
 
-/* The sheaf's oldest `k` blocks to the medium-block cache (or their zone), the rest moved
- * down. */
-static void msheaf_spill(struct cache_cpu *cc, unsigned k)
+/* The sheaf's oldest `k` blocks (of n pages) to the thread's medium-block cache in one
+ * visit, or to their zone (another node's, or the thread's state not live), the rest
+ * moved down. */
+static void msheaf_spill(struct uslub_thread *t, struct cache_cpu *cc, unsigned n, unsigned k)
 {
-	unsigned count = cc->sheaf_count;
-	for (unsigned i = 0; i < k; i++)
+	unsigned count = cc->sheaf_count, i = 0;
+	if (t->state == THREAD_LIVE) {
+		bool locked = uslub_medium_enter(t);
+		for (; i < k; i++) {
+			struct page_desc *d = page_desc_of(cc->sheaf[i]);
+			if (!uslub_medium_free(t, d, n))
+				break;
+		}
+		uslub_medium_exit(t, locked);
+	}
+	for (; i < k; i++)
 		uslub_large_release(page_desc_of(cc->sheaf[i]));
 	if (count > k)
 		memmove(cc->sheaf, cc->sheaf + k, (count - k) * sizeof(void *));
@@ -107,11 +117,12 @@ static void msheaf_spill(struct cache_cpu *cc, unsigned k)
 static void msheaf_push(struct cache_cpu *cc, void *p)
 {
 	if (cc->sheaf_count >= cc->sheaf_cap) {
-		unsigned cap = msheaf_cap(msheaf_pages(uslub_tls_thread, cc));
+		struct uslub_thread *t = uslub_tls_thread;
+		unsigned n = msheaf_pages(t, cc), cap = msheaf_cap(n);
 		cc->sheaf_cap = (uint16_t)(cap ? cap : 1);
 		/* The older blocks go, down to half the sheaf with p. */
 		if (cc->sheaf_count >= cc->sheaf_cap)
-			msheaf_spill(cc, cc->sheaf_count - cc->sheaf_cap / 2);
+			msheaf_spill(t, cc, n, cc->sheaf_count - cc->sheaf_cap / 2);
 	}
 	mark_free(p);
 	cc->sheaf[cc->sheaf_count] = p;
@@ -170,6 +181,6 @@ void uslub_msheaves_flush(struct uslub_thread *t, bool final)
 			cc->magic = 0;
 		}
 		if (cc->sheaf_count)
-			msheaf_spill(cc, cc->sheaf_count);
+			msheaf_spill(t, cc, k + MEDIUM_MIN_PAGES, cc->sheaf_count);
 	}
 }
