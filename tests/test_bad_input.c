@@ -349,9 +349,14 @@ static void case_medium_reused(void)
 		if (pthread_create(&t, NULL, mark_and_exit, NULL) != 0)
 			_exit(3);
 		pthread_join(t, NULL);
+		/* Made where they lay at their size, or larger and then shrunk into a
+		 * sheaf's sizes in place. */
 		void *p[REUSED];
 		for (unsigned i = 0; i < REUSED; i++)
-			if ((p[i] = MALLOC(reused_size(i))) == NULL)
+			if ((p[i] = MALLOC(reused_size(i) + (round & 1) * 200000)) == NULL)
+				_exit(3);
+		for (unsigned i = 0; i < REUSED; i++)
+			if ((round & 1) && (p[i] = REALLOC(p[i], reused_size(i))) == NULL)
 				_exit(3);
 		for (unsigned i = 0; i < REUSED; i++)
 			FREE(p[i]);

@@ -216,13 +216,20 @@ static void resize_debug(struct page_desc *d, void *p, size_t size, size_t npage
 }
 
 /* Free's tests of unguarded block d, resized in place from old to npages pages: the
- * pages it gives back carry none, and a block of another page count another sheaf's. */
+ * pages it gives back carry none, and a block of another page count another sheaf's. A
+ * block that had none may hold, in a word the program never wrote, the free mark an
+ * earlier block left there (a larger block is handed out without looking), which free's
+ * fast path would take for a second free: it goes. */
 static void retest(struct page_desc *d, size_t old, size_t npages)
 {
-	if (medium_tested(d))
+	bool tested = medium_tested(d);
+	if (tested)
 		medium_tests_clear(d, (unsigned)old);
-	if (medium_testable((unsigned)npages))
+	if (medium_testable((unsigned)npages)) {
 		medium_tests_set(d, (unsigned)npages);
+		if (!tested && is_marked_free(page_address(d)))
+			mark_allocated(page_address(d));
+	}
 }
 
 /* In place or NULL; the caller moves the block when this fails. */
