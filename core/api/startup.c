@@ -77,7 +77,7 @@ static void install_hooks(void)
 	uslub_hooks.background_kick = uslub_replenish_kick;
 	uslub_hooks.background_note = uslub_background_note;
 	uslub_hooks.nodes_online = uslub_cache_nodes_init;
-	uslub_hooks.shrink = uslub_medium_shrink;
+	uslub_hooks.shrink = uslub_msheaves_shrink;
 	uslub_hooks.release_held = uslub_medium_depots_flush;
 	uslub_hooks.block_alloc = uslub_debug_block_alloc;
 	uslub_hooks.block_check = uslub_debug_block_check;

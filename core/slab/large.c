@@ -121,13 +121,14 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	else
 		d = align_order ? NULL : uslub_pages_alloc_run(zone, npages, RUN_TRIES);
 	if (!d) {
-		/* Before the heap grows for it, the medium-block caches go back to the zones:
+		/* Before the heap grows for it, the thread's medium sheaves and the
+		 * medium-block caches go back to the zones (the shrink hook):
 		 * blocks held there keep the free memory around them from merging into the
 		 * larger blocks asked for here, as the kernel drains its per-CPU lists before
 		 * it reclaims (realloc_mix's peak: tools/bench/results/medium-blocks.md). */
 		bool aligned = align_order != 0;
 		d = uslub_pages_alloc_exact(zone, order, npages, aligned, GFP_NOGROW);
-		if (!d && uslub_medium_shrink() && !aligned)
+		if (!d && uslub_hooks.shrink() && !aligned)
 			d = uslub_pages_alloc_run(zone, npages, RUN_TRIES);
 		if (!d)
 			d = uslub_pages_alloc_exact(zone, order, npages, aligned, 0);

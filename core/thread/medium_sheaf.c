@@ -7,11 +7,12 @@
  *
  * Behind a sheaf lies the thread's medium-block cache (slab/medium.c): a sheaf that runs
  * empty takes a block from it the general way and half a sheaf more of its page count; a
- * full one sends its older half there. A block in a sheaf is free: its pages keep their
- * tests and it carries the free mark in its second word, as a free object does, so a
- * second free of it is caught on the fast path and on the slow one (medium_in_sheaf).
+ * full one sends its older blocks there, down to half. A block in a sheaf is free: its
+ * pages keep their tests and it carries the free mark in its second word, as a free object
+ * does, so a second free of it is caught on the fast path and on the slow one
+ * (medium_in_sheaf).
  *
- * What a sheaf holds is bounded by MSHEAF_BYTES a page count. The idle drain does not
+ * What a sheaf holds is bounded (MSHEAF_TOTAL, below). The idle drain does not
  * reach it: free's and malloc's fast paths take no lock, as for the small sheaves, so a
  * parked thread keeps what its medium sheaves held when it parked (design.md, "Medium
  * sheaves"). Its exit and malloc_trim give them back. */
@@ -26,8 +27,8 @@
  * sheaf holds MSHEAF_BYTES_MAX with a few threads (8 blocks of 32 KiB, 21 of 12 KiB) and
  * 2 blocks at least with many. Each slow path of a sheaf sets its capacity anew. One
  * thread replacing blocks of 16 B - 32 KiB at random took 177 instructions a replacement
- * with 64 KiB a sheaf, 136 with 128 and 114 with 256 (callgrind, README.md, "Threads and
- * medium blocks"). */
+ * with 64 KiB a sheaf, 136 with 128 and 113 with 256
+ * (callgrind, tools/bench/results/medium-sheaves.md). */
 #define MSHEAF_TOTAL	 (32 << 20)
 #define MSHEAF_BYTES_MAX (256 << 10)
 
@@ -183,4 +184,12 @@ void uslub_msheaves_flush(struct uslub_thread *t, bool final)
 		if (cc->sheaf_count)
 			msheaf_spill(t, cc, k + MEDIUM_MIN_PAGES, cc->sheaf_count);
 	}
+}
+
+bool uslub_msheaves_shrink(void)
+{
+	struct uslub_thread *t = uslub_tls_thread;
+	if (t->state == THREAD_LIVE)
+		uslub_msheaves_flush(t, false);
+	return uslub_medium_shrink();
 }

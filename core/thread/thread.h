@@ -140,6 +140,9 @@ bool uslub_msheaf_free(void *p, struct page_desc *d);
 /* free's fast path found medium sheaf cc full. */
 void uslub_msheaf_overflow(void *p, struct cache_cpu *cc);
 void uslub_msheaves_flush(struct uslub_thread *t, bool final);
+/* The shrink hook (hooks.h): the calling thread's medium sheaves, then its medium-block
+ * cache and the depots, back to the zones. */
+bool uslub_msheaves_shrink(void);
 
 void uslub_slab_free_remote(struct uslub_cache *c, struct page_desc *s, void *p,
 			    struct uslub_thread *t);
