@@ -158,8 +158,9 @@ _Static_assert(sizeof(struct region) <= (FIRST_PAGE << DESC_SHIFT), "header fits
  * merge into one of them. Every table indexed by class has a slot for each; a thread's
  * cache_cpu of a slot must lie within page_test.cpu_off's 16 bits (128 slots of
  * CPU_BYTES), so the thread state is an order-4 block (64 KiB) of which a thread touches
- * only the slots of the caches it uses (all of it when made on warm pages: thread.c). */
-#define USLUB_USER_CACHES 64
+ * only the slots of the caches it uses (all of it when made on warm pages: thread.c). The
+ * 30 medium sheaves' slots come after them, so 56 object caches fit where 64 did. */
+#define USLUB_USER_CACHES 56
 #define USLUB_NR_CACHES	  (USLUB_NR_CLASSES + USLUB_USER_CACHES)
 
 /* Which object does slab offset `off` fall in, and is it its start? Lemire's fast
@@ -402,13 +403,15 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 _Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
 
 /* The medium sheaves (thread/medium_sheaf.c): blocks of MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES
- * pages (8 KiB < size <= 32 KiB, USLUB_MAX_FAST) take malloc's and free's fast paths as
- * objects do, one cache_cpu per page count (uslub_thread.mcpu): a block's pages carry free's
- * test with objects 1, so only its start passes. Sizes uniform up to 32 KiB are three
- * quarters medium blocks, and with a path of their own the branch between the two kinds
- * was mispredicted at random in malloc and in free (README.md, "Threads and medium
- * blocks"). Larger blocks stay on the medium-block cache's path. */
-#define MSHEAF_MAX_PAGES 8
+ * pages (8 KiB < size <= 128 KiB, USLUB_MAX_FAST: every medium block) take malloc's and
+ * free's fast paths as objects do, one cache_cpu per page count (uslub_thread.mcpu): a
+ * block's first page carries free's test with objects 1, so only its start passes. Sizes
+ * uniform up to 32 KiB are three quarters medium blocks, and with a path of their own the
+ * branch between the two kinds was mispredicted at random in malloc and in free
+ * (README.md, "Threads and medium blocks"); blocks of 9-32 pages on the medium-block
+ * cache's own path took 216 instructions a replacement at 16 B - 128 KiB, 134 on the
+ * sheaves. */
+#define MSHEAF_MAX_PAGES 32
 #define NR_MSHEAVES	 (MSHEAF_MAX_PAGES - MEDIUM_MIN_PAGES + 1)
 #define USLUB_MAX_FAST	 ((size_t)MSHEAF_MAX_PAGES << USLUB_PAGE_SHIFT)
 _Static_assert(MSHEAF_MAX_PAGES <= MEDIUM_MAX_PAGES, "a medium sheaf's blocks are medium");

@@ -284,11 +284,11 @@ static void *free_again(void *p)
 	return NULL;
 }
 
-static void case_double_free_medium_other(void)
+static void double_free_medium_other(size_t size)
 {
 	if (strpbrk(getenv("USLUB_DEBUG") ? getenv("USLUB_DEBUG") : "", "ZPQ1"))
 		_exit(CASE_SKIPPED);
-	void *p = MALLOC(20000);
+	void *p = MALLOC(size);
 	if (p == NULL)
 		_exit(3);
 	FREE(p);
@@ -297,19 +297,46 @@ static void case_double_free_medium_other(void)
 		_exit(3);
 	pthread_join(t, NULL);
 }
+static void case_double_free_medium_other(void)
+{
+	double_free_medium_other(20000);
+}
+/* The largest medium blocks have sheaves too (32 pages). */
+static void case_double_free_medium_other_100k(void)
+{
+	double_free_medium_other(100000);
+}
 
 /* ... and once the sheaf has spilled it into the medium-block cache. */
-static void case_double_free_medium_spilled(void)
+static void double_free_medium_spilled(size_t size)
 {
 	if (strpbrk(getenv("USLUB_DEBUG") ? getenv("USLUB_DEBUG") : "", "ZPQ1"))
 		_exit(CASE_SKIPPED);
 	void *p[40];
 	for (unsigned i = 0; i < 40; i++)
-		if ((p[i] = MALLOC(20000)) == NULL)
+		if ((p[i] = MALLOC(size)) == NULL)
 			_exit(3);
 	for (unsigned i = 0; i < 40; i++)
 		FREE(p[i]);
 	FREE(tu_opaque(p[0]));
+}
+static void case_double_free_medium_spilled(void)
+{
+	double_free_medium_spilled(20000);
+}
+static void case_double_free_medium_spilled_100k(void)
+{
+	double_free_medium_spilled(100000);
+}
+
+/* A 100 KiB block freed twice in a row: the second free finds it in the thread's sheaf
+ * on the fast path. */
+static void case_double_free_medium_100k(void)
+{
+	if (strpbrk(getenv("USLUB_DEBUG") ? getenv("USLUB_DEBUG") : "", "ZPQ1"))
+		_exit(CASE_SKIPPED);
+	FREE(MALLOC(16));
+	double_free_of(100000);
 }
 
 static void case_realloc_freed_medium(void)
@@ -321,13 +348,13 @@ static void case_realloc_freed_medium(void)
 	FREE(REALLOC(tu_opaque(p), 30000));
 }
 
-/* Blocks of 12-32 KiB freed by a thread (each carrying the free mark in its sheaf), whose
+/* Blocks of 12-128 KiB freed by a thread (each carrying the free mark in its sheaf), whose
  * exit gives them back to the zone, then made again where they lay: a mark an earlier
  * block left must not make a live block's free look like a second one. */
 enum { REUSED = 48 };
 static size_t reused_size(unsigned i)
 {
-	return 8200 + ((i * 7) % 6) * 4096;
+	return 8200 + ((i * 7) % 30) * 4096;
 }
 
 static void *mark_and_exit(void *arg)
@@ -556,6 +583,18 @@ static const struct bad_case cases[] = {
      {"uslub: free(): double free 0x", "large block"}},
     {"double free of a 20 KiB block its sheaf spilled",
      case_double_free_medium_spilled,
+     1,
+     {"uslub: free(): double free 0x", "large block"}},
+    {"double free of a 100 KiB block",
+     case_double_free_medium_100k,
+     1,
+     {"uslub: free(): double free 0x", "large block"}},
+    {"double free of a 100 KiB block by a thread whose sheaf is not open",
+     case_double_free_medium_other_100k,
+     1,
+     {"uslub: free(): double free 0x", "large block"}},
+    {"double free of a 100 KiB block its sheaf spilled",
+     case_double_free_medium_spilled_100k,
      1,
      {"uslub: free(): double free 0x", "large block"}},
     {"realloc of a freed 20 KiB block", case_realloc_freed_medium, 1, {"realloc", "double free"}},

@@ -101,6 +101,7 @@ static void ownership(void)
  * producer's next round start, with the consumer's flushes in the depot. */
 static void *queue[QUEUE];
 static pthread_barrier_t filled, emptied;
+static pthread_t consumer_tid;
 
 static void *producer(void *arg)
 {
@@ -115,6 +116,10 @@ static void *producer(void *arg)
 		pthread_barrier_wait(&filled);
 		pthread_barrier_wait(&emptied);
 	}
+	/* The consumer exits first, while three threads have states: what its sheaves and
+	 * cache hold goes to the depot (a thread alone with main hands blocks back to the
+	 * zone: nobody would take them). */
+	pthread_join(consumer_tid, NULL);
 	uint64_t *st = uslub_tls_thread->medium_stat;
 	printf("  producer: %lu hits, %lu misses, %lu of them from the depot\n",
 	       (unsigned long)st[USLUB_MEDIUM_HIT], (unsigned long)st[USLUB_MEDIUM_MISS],
@@ -133,8 +138,16 @@ static void *consumer(void *arg)
 		pthread_barrier_wait(&filled);
 		for (unsigned i = 0; i < QUEUE; i++) {
 			CHECK(*(unsigned *)queue[i] == round * QUEUE + i);
+			/* The consumer flushes into its own depot only, and a flush puts no
+			 * block past the bound of the moment (a quarter of the large blocks in
+			 * use: the blocks handed back lower it after). */
+			uint64_t bound = uslub_medium_depot_bound();
+			uint64_t before = uslub_medium_depot_pages();
 			FREE(queue[i]);
-			CHECK(uslub_medium_depot_pages() <= 1024);
+			uint64_t after = uslub_medium_depot_pages();
+			CHECKF(after <= before || after <= bound,
+			       "a flush took the depots from %lu to %lu pages, the bound was %lu",
+			       (unsigned long)before, (unsigned long)after, (unsigned long)bound);
 		}
 		pthread_barrier_wait(&emptied);
 	}
@@ -148,13 +161,17 @@ static void *consumer(void *arg)
 static void depot(void)
 {
 	tu_section("producer and consumer: the consumer's frees reach the producer via the depot");
-	pthread_t p, c;
+	pthread_t p;
+	/* What the exits leave in the depot stays there for the look below: with the default
+	 * threshold, the warm memory kept once the blocks are freed passed the bound kept for
+	 * a program this small (decay.c, uslub_pages_bound), which empties the depots. */
+	uint64_t threshold = uslub_trim_threshold;
+	uslub_trim_threshold = 1ULL << 30;
 	pthread_barrier_init(&filled, NULL, 2);
 	pthread_barrier_init(&emptied, NULL, 2);
+	CHECK(pthread_create(&consumer_tid, NULL, consumer, NULL) == 0);
 	CHECK(pthread_create(&p, NULL, producer, NULL) == 0);
-	CHECK(pthread_create(&c, NULL, consumer, NULL) == 0);
-	pthread_join(p, NULL);
-	pthread_join(c, NULL);
+	pthread_join(p, NULL); /* the producer joins the consumer */
 	struct uslub_check chk;
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
 	CHECK_EQ(chk.cached_large_pages,
@@ -164,6 +181,7 @@ static void depot(void)
 	CHECK_EQ(uslub_medium_depot_pages(), 0);
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
 	CHECK_EQ(chk.cached_large_pages, 0);
+	uslub_trim_threshold = threshold;
 }
 
 static void *fill_depot(void *arg)
@@ -199,13 +217,16 @@ static struct cache_cpu *msheaf(unsigned n)
 	return &uslub_tls_thread->mcpu[n - MEDIUM_MIN_PAGES];
 }
 
-/* Every page of block p (n pages) carries free's test of the sheaf of n pages. */
+/* The first page of block p (n pages) carries free's test of the sheaf of n pages, and
+ * its other pages none. */
 static bool tested_as(void *p, unsigned n)
 {
 	const struct page_test *e = page_test_of(page_desc_of(p));
-	for (unsigned i = 0; i < n; i++)
-		if (e[i].start != (uint32_t)(uintptr_t)p || e[i].objects != 1 ||
-		    e[i].cpu_off != MCPU_OFF(n))
+	if (e[0].start != (uint32_t)(uintptr_t)p || e[0].objects != 1 ||
+	    e[0].cpu_off != MCPU_OFF(n))
+		return false;
+	for (unsigned i = 1; i < n; i++)
+		if (e[i].start || e[i].objects || e[i].cpu_off)
 			return false;
 	return true;
 }
@@ -230,7 +251,7 @@ static void *free_all(void *arg)
 
 static void medium_sheaves(void)
 {
-	tu_section("blocks of 8-32 KiB go through the thread's medium sheaves");
+	tu_section("blocks of 8-128 KiB go through the thread's medium sheaves");
 	MALLOC_TRIM(0);
 	CHECK_EQ(msheaf_pages(uslub_tls_thread), 0);
 	/* A live block's pages carry its sheaf's test; free pushes it, malloc pops it. */
@@ -247,6 +268,15 @@ static void medium_sheaves(void)
 	if (USLUB_STATS_ENABLED)
 		CHECK_EQ(uslub_cc_stat(msheaf(5), USLUB_STAT_ALLOC_FASTPATH), pops + 1);
 	FREE(again);
+	/* The largest medium blocks too: 32 pages. */
+	void *big = MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE - 100);
+	CHECK(tested_as(big, MEDIUM_MAX_PAGES));
+	before = msheaf(MEDIUM_MAX_PAGES)->sheaf_count;
+	FREE(big);
+	CHECK_EQ(msheaf(MEDIUM_MAX_PAGES)->sheaf_count, before + 1);
+	CHECK(MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE) == big);
+	CHECK_EQ(msheaf(MEDIUM_MAX_PAGES)->sheaf_count, before);
+	FREE(big);
 
 	/* A full sheaf sends its older blocks to the medium-block cache, their tests
 	 * cleared (the heap check looks at every page's test). */
@@ -265,14 +295,14 @@ static void medium_sheaves(void)
 					     msheaf_pages(uslub_tls_thread) +
 					     uslub_medium_depot_pages());
 
-	/* Resized in place, a block's tests follow its page count: 5 pages, then 10 (past
+	/* Resized in place, a block's test follows its page count: 5 pages, then 40 (past
 	 * the sheaves' sizes: no test), then 4. */
 	MALLOC_TRIM(0);
 	void *r = MALLOC(4 * USLUB_PAGE_SIZE);
 	void *r2 = REALLOC(r, 5 * USLUB_PAGE_SIZE);
 	CHECK(r2 != NULL);
 	CHECK(tested_as(r2, 5) || r2 != r);
-	void *r3 = REALLOC(r2, 10 * USLUB_PAGE_SIZE);
+	void *r3 = REALLOC(r2, 40 * USLUB_PAGE_SIZE);
 	CHECK(r3 != NULL && page_test_of(page_desc_of(r3))->objects == 0);
 	void *r4 = REALLOC(r3, 4 * USLUB_PAGE_SIZE);
 	CHECK(r4 == r3 && tested_as(r4, 4));

@@ -173,6 +173,12 @@ static uint64_t medium_hits(const struct uslub_thread *t)
 static void medium_cache(void)
 {
 	struct uslub_thread *t = uslub_tls_thread;
+	/* The medium-block cache on its own: the medium sheaves in front of it closed, as
+	 * USLUB_SHEAVES=0 closes them and many threads close the larger ones
+	 * (medium_sheaf.c); test_medium has the sheaves. */
+	unsigned sheaves = uslub_config.sheaves;
+	uslub_config.sheaves = 0;
+	uslub_msheaves_flush(t, true);
 	MALLOC_TRIM(0);
 	CHECK_EQ(t->medium.pages, 0);
 	CHECK_EQ(t->medium_high, MEDIUM_HIGH_MIN);
@@ -246,6 +252,7 @@ static void medium_cache(void)
 	MALLOC_TRIM(0);
 	CHECK_EQ(t->medium.pages, 0);
 	CHECK_EQ(t->medium_high, MEDIUM_HIGH_MIN);
+	uslub_config.sheaves = sheaves;
 }
 
 static unsigned parked;

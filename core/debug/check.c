@@ -201,17 +201,18 @@ static void check_free_test(struct walk *w, struct page_desc *d, size_t len)
 	bool slab = d->kind == PAGE_SLAB && d->cls < USLUB_NR_CACHES;
 	const struct page_test *e = page_test_of(d);
 	/* A medium block the program holds, or a medium sheaf, carries the test of its
-	 * sheaf (types.h, MSHEAF_*); in a medium-block cache, none. */
+	 * sheaf on its first page (types.h, MSHEAF_*); in a medium-block cache, none. */
 	bool medium = d->kind == PAGE_LARGE && !(d->flags & PF_CACHED) && e->objects &&
 		      len >= MEDIUM_MIN_PAGES && len <= MSHEAF_MAX_PAGES;
 	for (size_t k = 0; k < len; k++) {
 		bool ok = slab ? e[k].cpu_off == CPU_OFF(d->cls) &&
 				     e[k].start == (uint32_t)(uintptr_t)page_address(d) &&
 				     e[k].objects == d->objects
-			  : medium ? e[k].cpu_off == MCPU_OFF(len) &&
-					 e[k].start == (uint32_t)(uintptr_t)page_address(d) &&
-					 e[k].objects == 1
-				   : e[k].cpu_off == 0 && e[k].objects == 0;
+			  : medium && k == 0
+			      ? e[k].cpu_off == MCPU_OFF(len) &&
+				    e[k].start == (uint32_t)(uintptr_t)page_address(d) &&
+				    e[k].objects == 1
+			      : e[k].cpu_off == 0 && e[k].objects == 0;
 		if (!ok)
 			bad(w,
 			    "page %p (kind %u, page %zu of its block): free's test is %u, start "

@@ -165,7 +165,7 @@ static inline void release(struct page_desc *d)
 	size_t npages = d->objects;
 	struct uslub_thread *t = uslub_tls_thread;
 	if (medium_tested(d))
-		medium_tests_clear(d, (unsigned)npages);
+		medium_tests_clear(d);
 	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
 		bool locked = uslub_medium_enter(t);
 		bool cached = uslub_medium_free(t, d, (unsigned)npages);
@@ -216,16 +216,17 @@ static void resize_debug(struct page_desc *d, void *p, size_t size, size_t npage
 	uslub_hooks.block_resize(p, p, old, span, size, (npages << USLUB_PAGE_SHIFT) - lead, lead);
 }
 
-/* Free's tests of unguarded block d, resized in place from old to npages pages: the
- * pages it gives back carry none, and a block of another page count another sheaf's. A
+/* Free's test of unguarded block d, resized in place to npages pages: a block of another
+ * page count carries another sheaf's (only the first page carries one, so the pages it
+ * gives back or takes carry none). A
  * block that had none may hold, in a word the program never wrote, the free mark an
  * earlier block left there (a larger block is handed out without looking), which free's
  * fast path would take for a second free: it goes. */
-static void retest(struct page_desc *d, size_t old, size_t npages)
+static void retest(struct page_desc *d, size_t npages)
 {
 	bool tested = medium_tested(d);
 	if (tested)
-		medium_tests_clear(d, (unsigned)old);
+		medium_tests_clear(d);
 	if (medium_testable((unsigned)npages)) {
 		medium_tests_set(d, (unsigned)npages);
 		if (!tested && is_marked_free(page_address(d)))
@@ -249,7 +250,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (npages < old) {
 		if (unlikely(uslub_block_debug))
 			resize_debug(d, p, size, npages);
-		retest(d, old, npages);
+		retest(d, npages);
 		uslub_pages_free_range(d + npages, old - npages);
 		d->objects = (uint16_t)npages;
 		set_request(d, size, lead);
@@ -258,7 +259,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	}
 	if (size > HUGE_THRESHOLD || uslub_pages_claim(d + old, npages - old) != 0)
 		return NULL;
-	retest(d, old, npages);
+	retest(d, npages);
 	mark_large(d, npages, old);
 	if (unlikely(uslub_block_debug))
 		resize_debug(d, p, size, npages);

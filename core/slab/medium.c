@@ -400,7 +400,7 @@ bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n)
 	if (unlikely(region_of(d)->nid != t->medium_node))
 		return false;
 	if (medium_tested(d))
-		medium_tests_clear(d, n);
+		medium_tests_clear(d);
 	d->flags = PF_CACHED;
 	medium_bin_push(&t->medium, d, n);
 	medium_stat(t, MEDIUM_FREE, 1);
@@ -496,6 +496,11 @@ bool uslub_medium_shrink(void)
 	}
 	uslub_medium_depots_flush();
 	return atomic_load(&uslub_large_bytes) < before;
+}
+
+uint64_t uslub_medium_depot_bound(void)
+{
+	return depot_max();
 }
 
 uint64_t uslub_medium_depot_pages(void)

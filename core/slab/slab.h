@@ -80,21 +80,20 @@ static inline bool medium_testable(unsigned n)
 	return n >= MEDIUM_MIN_PAGES && n <= MSHEAF_MAX_PAGES && !uslub_block_debug &&
 	       !uslub_block_pad;
 }
-/* The test on every page of block d of n pages: its start, one object, its page count's
- * medium sheaf. Set while the block is the program's or in a sheaf; clear (0) while it is
- * in a medium-block cache, a depot or a zone, so free's slow path sees those. */
+/* The test on the first page of block d of n pages: its start, one object, its page
+ * count's medium sheaf. Set while the block is the program's or in a sheaf; clear (0)
+ * while it is in a medium-block cache, a depot or a zone, so free's slow path sees those.
+ * Only the first page: the block's start is the one pointer free may be given, and its
+ * other pages keep the test 0 of pages that are no slab's, which sends a pointer into them
+ * to the slow path's report as surely (a test on each of 32 pages was 32 stores, and four
+ * lines, every time a block went into a sheaf or out of one). */
 static inline void medium_tests_set(struct page_desc *d, unsigned n)
 {
-	struct page_test *e = page_test_of(d);
-	struct page_test v = {(uint32_t)(uintptr_t)page_address(d), 1, MCPU_OFF(n)};
-	for (unsigned i = 0; i < n; i++)
-		e[i] = v;
+	*page_test_of(d) = (struct page_test){(uint32_t)(uintptr_t)page_address(d), 1, MCPU_OFF(n)};
 }
-static inline void medium_tests_clear(struct page_desc *d, unsigned n)
+static inline void medium_tests_clear(struct page_desc *d)
 {
-	struct page_test *e = page_test_of(d);
-	for (unsigned i = 0; i < n; i++)
-		e[i] = (struct page_test){0, 0, 0};
+	*page_test_of(d) = (struct page_test){0, 0, 0};
 }
 /* d: a large block's head. Larger blocks carry no test, and their descriptor is read
  * already where the test's line may not be. */
@@ -237,7 +236,7 @@ static inline bool uslub_medium_push(struct page_desc *d)
 		return false;
 	}
 	if (medium_tested(d))
-		medium_tests_clear(d, n);
+		medium_tests_clear(d);
 	d->flags = PF_CACHED;
 	medium_bin_push(&t->medium, d, n);
 	medium_stat(t, MEDIUM_FREE, 1);
@@ -263,6 +262,8 @@ void uslub_medium_depots_flush(void);
 /* The shrink hook (hooks.h): the calling thread's cache and the depots to the zones. */
 bool uslub_medium_shrink(void);
 uint64_t uslub_medium_depot_pages(void);
+/* What one depot may hold now, in pages (a quarter of the large blocks in use, bounded). */
+uint64_t uslub_medium_depot_bound(void);
 void uslub_medium_lock_all(void);
 void uslub_medium_unlock_all(void);
 extern const char *const uslub_medium_stat_names[USLUB_NR_MEDIUM_STATS];

@@ -92,8 +92,11 @@ void *uslub_slab_alloc_slow(size_t size)
 {
 	if (likely(size <= USLUB_MAX_SMALL))
 		return alloc_small(size);
-	if (size <= USLUB_MAX_FAST)
-		return uslub_msheaf_alloc(size);
+	if (size <= USLUB_MAX_FAST) {
+		void *p = uslub_msheaf_alloc(size);
+		if (p)
+			return p;
+	}
 	return alloc_large(size);
 }
 

@@ -22,24 +22,32 @@
 
 #include <string.h>
 
-/* What the medium sheaves may hold is shared out as the medium-block caches' high is
- * (types.h, MEDIUM_HIGH_TOTAL): MSHEAF_TOTAL for all threads together, so a page count's
- * sheaf holds MSHEAF_BYTES_MAX with a few threads (8 blocks of 32 KiB, 21 of 12 KiB) and
- * 2 blocks at least with many. Each slow path of a sheaf sets its capacity anew. One
- * thread replacing blocks of 16 B - 32 KiB at random took 177 instructions a replacement
- * with 64 KiB a sheaf, 136 with 128 and 113 with 256
- * (callgrind, tools/bench/results/medium-sheaves.md). */
-#define MSHEAF_TOTAL	 (32 << 20)
+/* What the medium sheaves may hold: MSHEAF_TOTAL for all threads together, shared out
+ * as the medium-block caches' high is (types.h, MEDIUM_HIGH_TOTAL) and split evenly over
+ * the page counts; within that, a page count's sheaf holds MSHEAF_BYTES_MAX or
+ * MSHEAF_BLOCKS blocks, whichever is more (21 blocks of 12 KiB, 8 of 128 KiB), so a
+ * thread keeps 17 MiB at most if every sheaf is full. With many threads a sheaf of the
+ * larger counts gets no room and stays closed: its blocks take the medium-block cache's
+ * own hit paths (slab.h). Each slow path of a sheaf sets its capacity anew.
+ *
+ * One thread replacing blocks of 16 B - 32 KiB at random took 177 instructions a
+ * replacement with 64 KiB a sheaf, 136 with 128 and 113 with 256; at 16 B - 128 KiB, 200
+ * with 2 blocks of 128 KiB a sheaf, 172 with 4 and 134 with 8 (callgrind,
+ * tools/bench/results/medium-sheaves.md). */
+#define MSHEAF_TOTAL	 (64 << 20)
 #define MSHEAF_BYTES_MAX (256 << 10)
+#define MSHEAF_BLOCKS	 8
 
 /* 0 with USLUB_SHEAVES=0, as every cache's. */
 static unsigned msheaf_cap(unsigned n)
 {
 	unsigned threads = __atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED);
-	size_t bytes = MSHEAF_TOTAL / (threads ? threads : 1) / NR_MSHEAVES;
-	unsigned cap = (unsigned)((bytes < MSHEAF_BYTES_MAX ? bytes : MSHEAF_BYTES_MAX) /
-				  ((size_t)n << USLUB_PAGE_SHIFT));
-	cap = cap < 2 ? 2 : cap > SHEAF_MAX ? SHEAF_MAX : cap;
+	size_t share = MSHEAF_TOTAL / (threads ? threads : 1) / NR_MSHEAVES;
+	size_t block = (size_t)n << USLUB_PAGE_SHIFT;
+	size_t want =
+	    MSHEAF_BLOCKS * block > MSHEAF_BYTES_MAX ? MSHEAF_BLOCKS * block : MSHEAF_BYTES_MAX;
+	unsigned cap = (unsigned)((share < want ? share : want) / block);
+	cap = cap > SHEAF_MAX ? SHEAF_MAX : cap;
 	return cap < uslub_config.sheaves ? cap : uslub_config.sheaves;
 }
 
@@ -133,17 +141,35 @@ static void msheaf_push(struct cache_cpu *cc, void *p)
 
 void *uslub_msheaf_alloc(size_t size)
 {
-	void *p = uslub_thread_large_alloc(size, 0, false);
 	unsigned n = pages_of(size);
 	struct uslub_thread *t = uslub_tls_thread;
-	struct cache_cpu *cc = p ? msheaf_of(t, n) : NULL;
-	if (cc && !cc->sheaf_count) {
-		unsigned cap = msheaf_cap(n);
-		if (cap) {
-			cc->sheaf_cap = (uint16_t)cap;
-			msheaf_fill(t, cc, n, cap / 2);
+	struct cache_cpu *cc = msheaf_of(t, n);
+	if (!cc)
+		return NULL;
+	unsigned cap = msheaf_cap(n);
+	if (!cap) {
+		cc->sheaf_cap = 0;
+		cc->magic = 0;
+		return NULL;
+	}
+	cc->sheaf_cap = (uint16_t)cap;
+	/* The thread's cache has blocks of this count: half a sheaf and the one asked for
+	 * in one visit, without the general path's checks. */
+	if (t->medium.count[n]) {
+		msheaf_fill(t, cc, n, cap / 2 + 1);
+		unsigned k = cc->sheaf_count;
+		if (k) {
+			void *p = cc->sheaf[k - 1];
+			/* A pop, counted as the fast path's (a medium hit). */
+			uslub_own_store(cc->sheaf_count, (uint16_t)(k - 1));
+			uslub_stat(cc, ALLOC_FASTPATH);
+			mark_allocated(p);
+			return p;
 		}
 	}
+	void *p = uslub_thread_large_alloc(size, 0, false);
+	if (p && !cc->sheaf_count)
+		msheaf_fill(t, cc, n, cap / 2);
 	return p;
 }
 

@@ -129,9 +129,11 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final);
 
 /* ---- the medium sheaves (medium_sheaf.c) --------------------------------------------- */
 
-/* malloc of 8 KiB < size <= USLUB_MAX_FAST when the size's medium sheaf is empty: a block
- * the general way (slab/large.c), and the sheaf refilled from the thread's medium-block
- * cache. */
+/* malloc of 8 KiB < size <= USLUB_MAX_FAST when the size's medium sheaf is empty: the
+ * sheaf refilled from the thread's medium-block cache and a block of it, or a block the
+ * general way (slab/large.c) and then the refill. NULL where the thread has no sheaf for
+ * the size (no state yet, or no room for it: medium_sheaf.c), and where the general
+ * way found no memory: the caller takes the medium-block cache's own path. */
 void *uslub_msheaf_alloc(size_t size);
 /* free of medium block p (d its descriptor: a live, unguarded large block, p its start)
  * that the fast path did not take: onto the thread's sheaf, opened if need be. False if
