@@ -409,7 +409,7 @@ _Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
  * uniform up to 32 KiB are three quarters medium blocks, and with a path of their own the
  * branch between the two kinds was mispredicted at random in malloc and in free
  * (README.md, "Threads and medium blocks"); blocks of 9-32 pages on the medium-block
- * cache's own path took 216 instructions a replacement at 16 B - 128 KiB, 134 on the
+ * cache's own path took 216 instructions a replacement at 16 B - 128 KiB, 145 on the
  * sheaves. */
 #define MSHEAF_MAX_PAGES 32
 #define NR_MSHEAVES	 (MSHEAF_MAX_PAGES - MEDIUM_MIN_PAGES + 1)

@@ -1,16 +1,16 @@
-/* The medium sheaves: blocks of 8-32 KiB (MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES pages) on
- * the objects' fast paths (types.h, MSHEAF_*). malloc pops the thread's sheaf of the
- * size's page count through uslub_cpu_of, as it pops a kmalloc cache's; free finds the
- * sheaf through the test on the block's page, as it finds an object's, and pushes. So the
- * two kinds share one path, and a program that mixes them at random is not sent down two
- * at random (tcmalloc's size classes reach 256 KiB for the same reason).
+/* The medium sheaves: every medium block, 8-128 KiB (MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES
+ * pages), on the objects' fast paths (types.h, MSHEAF_*). malloc pops the thread's sheaf
+ * of the size's page count through uslub_cpu_of, as it pops a kmalloc cache's; free finds
+ * the sheaf through the test on the block's first page, as it finds an object's, and
+ * pushes. So the two kinds share one path, and a program that mixes them at random is not
+ * sent down two at random (tcmalloc's size classes reach 256 KiB for the same reason).
  *
  * Behind a sheaf lies the thread's medium-block cache (slab/medium.c): a sheaf that runs
- * empty takes a block from it the general way and half a sheaf more of its page count; a
- * full one sends its older blocks there, down to half. A block in a sheaf is free: its
- * pages keep their tests and it carries the free mark in its second word, as a free object
- * does, so a second free of it is caught on the fast path and on the slow one
- * (medium_in_sheaf).
+ * empty takes half a sheaf and the block asked for from its bins of that page count, or
+ * else a block the general way and then the half sheaf; a full one sends its older blocks
+ * there, down to half. A block in a sheaf is free: its first page keeps its test and it
+ * carries the free mark in its second word, as a free object does, so a second free of it
+ * is caught on the fast path and on the slow one (medium_in_sheaf).
  *
  * What a sheaf holds is bounded (MSHEAF_TOTAL, below). The idle drain does not
  * reach it: free's and malloc's fast paths take no lock, as for the small sheaves, so a
@@ -153,19 +153,18 @@ void *uslub_msheaf_alloc(size_t size)
 		return NULL;
 	}
 	cc->sheaf_cap = (uint16_t)cap;
-	/* The thread's cache has blocks of this count: half a sheaf and the one asked for
-	 * in one visit, without the general path's checks. */
-	if (t->medium.count[n]) {
-		msheaf_fill(t, cc, n, cap / 2 + 1);
-		unsigned k = cc->sheaf_count;
-		if (k) {
-			void *p = cc->sheaf[k - 1];
-			/* A pop, counted as the fast path's (a medium hit). */
-			uslub_own_store(cc->sheaf_count, (uint16_t)(k - 1));
-			uslub_stat(cc, ALLOC_FASTPATH);
-			mark_allocated(p);
-			return p;
-		}
+	/* Half a sheaf and the block asked for from the thread's cache, in one visit and
+	 * without the general path's checks, when it holds blocks of this count (looked at
+	 * inside the visit: an idle drain may be emptying the cache). */
+	msheaf_fill(t, cc, n, cap / 2 + 1);
+	unsigned k = cc->sheaf_count;
+	if (k) {
+		void *p = cc->sheaf[k - 1];
+		/* A pop, counted as the fast path's (a medium hit). */
+		uslub_own_store(cc->sheaf_count, (uint16_t)(k - 1));
+		uslub_stat(cc, ALLOC_FASTPATH);
+		mark_allocated(p);
+		return p;
 	}
 	void *p = uslub_thread_large_alloc(size, 0, false);
 	if (p && !cc->sheaf_count)
