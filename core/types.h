@@ -501,9 +501,6 @@ struct uslub_thread {
 	 * slow_lock, so it is atomic (relaxed: a late look only delays a drain). */
 	_Atomic bool active;
 	uint8_t idle_ticks; /* the drain's looks since then; 2: idle, given back */
-	/* It opened a medium sheaf: counted among the threads the medium sheaves' total is
-	 * shared out among (thread/medium_sheaf.c), until its exit closes them. */
-	uint8_t msheaf_user;
 	/* Objects of each cache taken with its sheaf still closed (sheaf.c, early
 	 * objects): counted here, on the page creation writes anyway, so that a thread
 	 * holding a few blocks of a dozen caches writes no page of cpu[]. */

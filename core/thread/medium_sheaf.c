@@ -23,8 +23,8 @@
 #include <string.h>
 
 /* What the medium sheaves may hold: MSHEAF_TOTAL for all threads together, shared out
- * among the threads that opened one (msheaf_users) and split evenly over the page
- * counts; within that, a page count's sheaf holds MSHEAF_BYTES_MAX or
+ * as the medium-block caches' high is (types.h, MEDIUM_HIGH_TOTAL) and split evenly over
+ * the page counts; within that, a page count's sheaf holds MSHEAF_BYTES_MAX or
  * MSHEAF_BLOCKS blocks, whichever is more (21 blocks of 12 KiB, 8 of 128 KiB), so a
  * thread keeps 17 MiB at most if every sheaf is full. With many threads a sheaf of the
  * larger counts gets no room and stays closed: its blocks take the medium-block cache's
@@ -38,15 +38,10 @@
 #define MSHEAF_BYTES_MAX (256 << 10)
 #define MSHEAF_BLOCKS	 8
 
-/* Threads that opened a medium sheaf and have not exited: the total is shared out among
- * them, not among every thread state - a main thread that only starts workers, or a
- * thread that never asks for a medium block, holds none of it. */
-static unsigned msheaf_users;
-
 /* 0 with USLUB_SHEAVES=0, as every cache's. */
 static unsigned msheaf_cap(unsigned n)
 {
-	unsigned threads = __atomic_load_n(&msheaf_users, __ATOMIC_RELAXED);
+	unsigned threads = __atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED);
 	size_t share = MSHEAF_TOTAL / (threads ? threads : 1) / NR_MSHEAVES;
 	size_t block = (size_t)n << USLUB_PAGE_SHIFT;
 	size_t want =
@@ -62,13 +57,9 @@ static unsigned pages_of(size_t size)
 }
 
 /* A live thread's sheaf opens at its first slow path, as a cache's does (thread.h). */
-static void msheaf_open(struct uslub_thread *t, struct cache_cpu *cc, unsigned n)
+static void msheaf_open(struct cache_cpu *cc, unsigned n)
 {
 	if (!cc->sheaf_cap) {
-		if (!t->msheaf_user) {
-			t->msheaf_user = 1;
-			__atomic_fetch_add(&msheaf_users, 1, __ATOMIC_RELAXED);
-		}
 		cc->sheaf_cap = (uint16_t)msheaf_cap(n);
 		/* Lemire's magic of the block's bytes: only its start passes. */
 		cc->magic = cc->sheaf_cap ? UINT64_MAX / ((uint64_t)n << USLUB_PAGE_SHIFT) + 1 : 0;
@@ -86,7 +77,7 @@ static struct cache_cpu *msheaf_of(struct uslub_thread *t, unsigned n)
 	if (t->state != THREAD_LIVE || !medium_testable(n))
 		return NULL;
 	struct cache_cpu *cc = &t->mcpu[n - MEDIUM_MIN_PAGES];
-	msheaf_open(t, cc, n);
+	msheaf_open(cc, n);
 	return cc->sheaf_cap ? cc : NULL;
 }
 
@@ -217,10 +208,6 @@ void uslub_msheaves_flush(struct uslub_thread *t, bool final)
 		}
 		if (cc->sheaf_count)
 			msheaf_spill(t, cc, k + MEDIUM_MIN_PAGES, cc->sheaf_count);
-	}
-	if (final && t->msheaf_user) {
-		t->msheaf_user = 0;
-		__atomic_fetch_sub(&msheaf_users, 1, __ATOMIC_RELAXED);
 	}
 }
 
