@@ -75,6 +75,9 @@ enum page_kind {
 #define PF_GUARD 0x10
 /* Large-block flag: freed, held by the quarantine (USLUB_DEBUG=Q) before it goes back. */
 #define PF_HELD 0x20
+/* Large-block flag: the program's bytes start a few cache lines into the first page, at
+ * the block's colour (slab/slab.h, medium_color_of), not at the page. */
+#define PF_COLOR 0x40
 
 struct uslub_thread;
 

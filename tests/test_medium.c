@@ -283,7 +283,7 @@ static void medium_sheaves(void)
 	enum { MANY = 64 };
 	static void *blocks[MANY];
 	for (unsigned i = 0; i < MANY; i++)
-		blocks[i] = MALLOC(3 * USLUB_PAGE_SIZE);
+		blocks[i] = MALLOC(medium_fits(3));
 	for (unsigned i = 0; i < MANY; i++) {
 		FREE(blocks[i]);
 		CHECK(msheaf(3)->sheaf_count <= msheaf(3)->sheaf_cap);
@@ -298,13 +298,13 @@ static void medium_sheaves(void)
 	/* Resized in place, a block's test follows its page count: 5 pages, then 40 (past
 	 * the sheaves' sizes: no test), then 4. */
 	MALLOC_TRIM(0);
-	void *r = MALLOC(4 * USLUB_PAGE_SIZE);
-	void *r2 = REALLOC(r, 5 * USLUB_PAGE_SIZE);
+	void *r = MALLOC(medium_fits(4));
+	void *r2 = REALLOC(r, medium_fits(5));
 	CHECK(r2 != NULL);
 	CHECK(tested_as(r2, 5) || r2 != r);
 	void *r3 = REALLOC(r2, 40 * USLUB_PAGE_SIZE);
 	CHECK(r3 != NULL && page_test_of(page_desc_of(r3))->objects == 0);
-	void *r4 = REALLOC(r3, 4 * USLUB_PAGE_SIZE);
+	void *r4 = REALLOC(r3, medium_fits(4));
 	CHECK(r4 == r3 && tested_as(r4, 4));
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
 	FREE(r4);
@@ -312,7 +312,7 @@ static void medium_sheaves(void)
 	/* Another thread's frees go to that thread's sheaf, and back at its exit. */
 	void *mine[8];
 	for (unsigned i = 0; i < 8; i++)
-		mine[i] = MALLOC(4 * USLUB_PAGE_SIZE - 100);
+		mine[i] = MALLOC(medium_fits(4) - 100);
 	unsigned own = msheaf(4)->sheaf_count;
 	pthread_t tid;
 	CHECK(pthread_create(&tid, NULL, free_all, mine) == 0);
@@ -325,6 +325,85 @@ static void medium_sheaves(void)
 	CHECK_EQ(chk.cached_large_pages, 0);
 }
 
+/* Medium blocks start at their colour (slab.h, medium_color_of): a cache line of the
+ * first page chosen by its address, so that the first lines of many blocks do not all
+ * fall in the same cache sets. */
+static void colours(void)
+{
+	tu_section("medium blocks start at their colour; the largest count and aligned blocks "
+		   "at their page");
+	MALLOC_TRIM(0);
+	enum { MANY = 64 };
+	static void *b[MANY];
+	unsigned seen = 0;
+	for (unsigned i = 0; i < MANY; i++) {
+		b[i] = MALLOC(medium_fits(5));
+		size_t off = (uintptr_t)b[i] & (USLUB_PAGE_SIZE - 1);
+		CHECKF(off == medium_color_of(page_desc_of(b[i])) && off % 64 == 0 &&
+			   off <= MEDIUM_COLOR_ROOM,
+		       "block %p: colour %zu", b[i], off);
+		/* The request, then the rest of the five pages, the program's to use. */
+		CHECK_EQ(USABLE_SIZE(b[i]) + off, 5 * USLUB_PAGE_SIZE);
+		CHECK(tested_as(b[i], 5));
+		memset(b[i], (int)i, USABLE_SIZE(b[i]));
+		seen |= 1u << (off / 64);
+	}
+	CHECKF(__builtin_popcount(seen) >= 4, "colours seen: %#x", seen);
+	for (unsigned i = 0; i < MANY; i++) {
+		const unsigned char *c = b[i];
+		CHECK(c[0] == (unsigned char)i && c[USABLE_SIZE(b[i]) - 1] == (unsigned char)i);
+		FREE(b[i]);
+	}
+	/* A byte past what five pages hold with a colour takes six. */
+	void *six = MALLOC(medium_fits(5) + 1);
+	CHECK(tested_as(six, 6));
+	FREE(six);
+	/* 128 KiB, which programs ask for exactly: its sheaf holds page-aligned blocks. */
+	void *big = MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE);
+	CHECK(((uintptr_t)big & (USLUB_PAGE_SIZE - 1)) == 0 &&
+	      USABLE_SIZE(big) == MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE);
+	FREE(big);
+	/* Aligned beyond a cache line, a block starts at its page, and keeps it through its
+	 * sheaf: it holds every size that sheaf serves. */
+	void *a = NULL, *line = NULL;
+	CHECK(POSIX_MEMALIGN(&a, USLUB_PAGE_SIZE, medium_fits(7)) == 0);
+	CHECK(((uintptr_t)a & (USLUB_PAGE_SIZE - 1)) == 0);
+	CHECK(POSIX_MEMALIGN(&line, 64, medium_fits(7)) == 0);
+	CHECK(((uintptr_t)line & 63) == 0 &&
+	      ((uintptr_t)line & (USLUB_PAGE_SIZE - 1)) == medium_color_of(page_desc_of(line)));
+	FREE(line);
+	unsigned before = msheaf(7)->sheaf_count;
+	FREE(a);
+	CHECK_EQ(msheaf(7)->sheaf_count, before + 1);
+	CHECK(MALLOC(medium_fits(7)) == a);
+	FREE(a);
+	/* A coloured block grown in place to the largest count leaves the fast path (that
+	 * sheaf holds page-aligned blocks); its free gives it its page there. */
+	MALLOC_TRIM(0);
+	void *room = MALLOC(2 * MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE);
+	FREE(room); /* free pages after the blocks below */
+	void *b31 = NULL;
+	for (unsigned i = 0; i < 8 && !b31; i++) {
+		b[i] = MALLOC(medium_fits(31));
+		if ((uintptr_t)b[i] & (USLUB_PAGE_SIZE - 1))
+			b31 = b[i];
+	}
+	CHECK(b31 != NULL);
+	void *grown = REALLOC(b31, MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE - MEDIUM_COLOR_ROOM);
+	CHECKF(grown == b31, "grown in place: %p to %p", b31, grown);
+	CHECK(page_test_of(page_desc_of(grown))->objects == 0);
+	before = msheaf(MEDIUM_MAX_PAGES)->sheaf_count;
+	FREE(grown);
+	CHECK_EQ(msheaf(MEDIUM_MAX_PAGES)->sheaf_count, before + 1);
+	void *page = (void *)((uintptr_t)grown & ~(uintptr_t)(USLUB_PAGE_SIZE - 1));
+	CHECK(MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE) == page);
+	FREE(page);
+	for (unsigned i = 0; i < 8 && b[i] != b31; i++)
+		FREE(b[i]);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -333,7 +412,9 @@ int main(int argc, char **argv)
 	ownership();
 	depot();
 	decay();
-	if (!uslub_block_debug && !uslub_block_pad)
+	if (!uslub_block_debug && !uslub_block_pad) {
 		medium_sheaves();
+		colours();
+	}
 	return tu_summary("test_medium");
 }

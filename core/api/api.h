@@ -71,10 +71,16 @@ static inline __attribute__((always_inline)) void uslub_classify(const void *p, 
 	}
 	if (d->kind == PAGE_LARGE) {
 		size_t bytes = (size_t)d->objects << USLUB_PAGE_SHIFT;
-		if (unlikely(p != page_address(d)) && p != uslub_large_start(d))
+		/* Freed, waiting in a thread's sheaf or cache, or in the quarantine. A freed
+		 * block may start elsewhere now: a cached one at its page, one in a sheaf at
+		 * the sheaf's colour (slab.h, medium_color_of). */
+		bool freed =
+		    (d->flags & (PF_CACHED | PF_HELD)) || medium_in_sheaf(d, uslub_large_start(d));
+		if (unlikely(p != uslub_large_start(d)) &&
+		    (!freed ||
+		     (p != page_address(d) && p != (char *)page_address(d) + medium_color_of(d))))
 			uslub_report_bad_block("invalid pointer", op, p, "inside a large", bytes);
-		/* Freed, waiting in a thread's sheaf or cache, or in the quarantine. */
-		if ((d->flags & (PF_CACHED | PF_HELD)) || medium_in_sheaf(d, p))
+		if (freed)
 			uslub_report_bad_block("double free", op, p, "large", bytes);
 		out->kind = PTR_LARGE;
 		if (flags & CLASSIFY_USABLE)

@@ -93,7 +93,7 @@ void uslub_free_slow(void *p, struct page_desc *d)
 	/* A medium block the thread's cache takes as it is: a live block's start (the
 	 * classification's two tests for a large block) is all a hit needs. NULL has no
 	 * block (d is NULL). */
-	if (likely(d) && d->kind == PAGE_LARGE && p == page_address(d) &&
+	if (likely(d) && d->kind == PAGE_LARGE && p == uslub_large_start(d) &&
 	    !(d->flags & (PF_CACHED | PF_HELD | PF_GUARD)) && !medium_in_sheaf(d, p) &&
 	    ((d->objects <= MSHEAF_MAX_PAGES && uslub_msheaf_free(p, d)) || uslub_medium_push(d))) {
 		if (unlikely(uslub_tick_due()))

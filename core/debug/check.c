@@ -210,7 +210,7 @@ static void check_free_test(struct walk *w, struct page_desc *d, size_t len)
 				     e[k].objects == d->objects
 			  : medium && k == 0
 			      ? e[k].cpu_off == MCPU_OFF(len) &&
-				    e[k].start == (uint32_t)(uintptr_t)page_address(d) &&
+				    e[k].start == (uint32_t)(uintptr_t)uslub_large_start(d) &&
 				    e[k].objects == 1
 			      : e[k].cpu_off == 0 && e[k].objects == 0;
 		if (!ok)
@@ -289,7 +289,7 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 			out->slab_pages += len;
 			check_slab(w, d, nid % MAX_NODES);
 		} else if (d->kind == PAGE_LARGE &&
-			   ((d->flags & PF_CACHED) || medium_in_sheaf(d, page_address(d)))) {
+			   ((d->flags & PF_CACHED) || medium_in_sheaf(d, uslub_large_start(d)))) {
 			/* Freed, waiting in a thread's medium sheaf or medium-block cache:
 			 * free, not live. */
 			out->cached_large_pages += len;

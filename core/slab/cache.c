@@ -85,7 +85,7 @@ void uslub_caches_open(void)
 	for (size_t i = 0; i < USLUB_MAX_SMALL / 16 + 1; i++)
 		uslub_cpu_of[i] = (uint16_t)offsetof(struct uslub_thread, cpu[uslub_class_of[i]]);
 	for (size_t i = USLUB_MAX_SMALL / 16 + 1; i < USLUB_MAX_FAST / 16 + 1; i++)
-		uslub_cpu_of[i] = MCPU_OFF((i * 16 + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT);
+		uslub_cpu_of[i] = MCPU_OFF(medium_pages(i * 16));
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++)
 		uslub_cache_setup(&uslub_caches[i]);
 	uslub_cache_nodes_init(0, uslub_nr_nodes);

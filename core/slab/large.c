@@ -48,16 +48,18 @@ size_t uslub_large_request(const struct page_desc *d)
 	return uslub_large_span(d) - d->local_count;
 }
 
-/* `lead`: the block's page before its start, 0 or 1 (PF_GUARD). */
-static void set_request(struct page_desc *d, size_t size, size_t lead)
+/* After the block's flags: its start (PF_GUARD, PF_COLOR) is set. */
+static void set_request(struct page_desc *d, size_t size)
 {
-	d->local_count = (uint16_t)((((size_t)d->objects - lead) << USLUB_PAGE_SHIFT) - size);
+	d->local_count = (uint16_t)(uslub_large_span(d) - size);
 }
 
-/* A block of up to MEDIUM_MAX_PAGES pages, through the thread's medium-block cache. */
-static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
+/* A block of up to MEDIUM_MAX_PAGES pages, through the thread's medium-block cache;
+ * coloured (slab.h, medium_color_of) unless `align` asks for more than a cache line. */
+static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, bool zero)
 {
-	unsigned npages = (unsigned)pages_for(size);
+	bool color = align <= 64;
+	unsigned npages = color ? medium_pages(size) : (unsigned)pages_for(size);
 	uslub_huge_cache_tick();
 	bool locked = uslub_medium_enter(t);
 	struct page_desc *d = uslub_medium_alloc(t, large_zone_of(t->node, npages), npages);
@@ -66,10 +68,12 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, bool zero)
 		errno = ENOMEM;
 		return NULL;
 	}
-	void *p = page_address(d);
-	set_request(d, size, 0); /* never guarded: the medium-block cache */
 	bool cold = d->flags & PF_COLD;
-	d->flags = 0;
+	/* Never guarded: the medium-block cache. A block of more pages than asked may be
+	 * of the count whose sheaf holds page-aligned blocks. */
+	d->flags = color && medium_colorable(d->objects) ? PF_COLOR : 0;
+	void *p = uslub_large_start(d);
+	set_request(d, size);
 	/* Its free takes the fast path, which reads the free mark: one left in the
 	 * block's second word by an earlier life of these pages goes (cold pages read 0). */
 	if (medium_testable(d->objects)) {
@@ -90,7 +94,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	struct uslub_thread *t = uslub_tls_thread;
 	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT && align <= USLUB_PAGE_SIZE &&
 	    t->state == THREAD_LIVE && likely(!uslub_block_pad))
-		return medium_alloc(t, size, zero);
+		return medium_alloc(t, size, align, zero);
 	size_t npages = pages_for(size), lead = 0;
 	unsigned order = uslub_get_order(size);
 	unsigned align_order = align > USLUB_PAGE_SIZE ? uslub_get_order(align) : 0;
@@ -149,7 +153,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	void *p = uslub_large_start(d);
-	set_request(d, size, lead);
+	set_request(d, size);
 	/* Fresh pages read as zero, but only calloc asked for that. */
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_alloc(p, size, uslub_large_span(d), uslub_large_lead(d),
@@ -227,25 +231,29 @@ static void retest(struct page_desc *d, size_t npages)
 	bool tested = medium_tested(d);
 	if (tested)
 		medium_tests_clear(d);
-	if (medium_testable((unsigned)npages)) {
+	/* A coloured block of the count whose sheaf holds page-aligned ones stays off the
+	 * fast path: its free's slow path gives it that sheaf's start (medium_sheaf.c). */
+	if (medium_testable((unsigned)npages) &&
+	    (!(d->flags & PF_COLOR) || medium_colorable((unsigned)npages))) {
 		medium_tests_set(d, (unsigned)npages);
-		if (!tested && is_marked_free(page_address(d)))
-			mark_allocated(page_address(d));
+		if (!tested && is_marked_free(uslub_large_start(d)))
+			mark_allocated(uslub_large_start(d));
 	}
 }
 
 /* In place or NULL; the caller moves the block when this fails. */
 void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 {
-	size_t old = d->objects, lead = d->flags & PF_GUARD ? 1 : 0;
-	size_t npages = lead + pages_for(size + uslub_block_pad);
+	size_t old = d->objects;
+	bool guard = d->flags & PF_GUARD;
+	size_t npages = pages_for(uslub_large_lead(d) + size + uslub_block_pad);
 	if (npages == old) {
 		if (unlikely(uslub_block_debug))
 			resize_debug(d, p, size, npages);
-		set_request(d, size, lead);
+		set_request(d, size);
 		return p;
 	}
-	if (lead)
+	if (guard)
 		return NULL; /* a guarded block moves: its red zones are set up anew */
 	if (npages < old) {
 		if (unlikely(uslub_block_debug))
@@ -253,7 +261,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 		retest(d, npages);
 		uslub_pages_free_range(d + npages, old - npages);
 		d->objects = (uint16_t)npages;
-		set_request(d, size, lead);
+		set_request(d, size);
 		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
 		return p;
 	}
@@ -264,7 +272,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (unlikely(uslub_block_debug))
 		resize_debug(d, p, size, npages);
 	d->objects = (uint16_t)npages;
-	set_request(d, size, lead);
+	set_request(d, size);
 	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
 	return p;

@@ -50,10 +50,33 @@ void uslub_large_free(struct page_desc *d, void *p);
 /* A large block the quarantine held (PF_HELD) back to the medium-block cache or the page
  * allocator, as its free would have sent it. */
 void uslub_large_release(struct page_desc *d);
-/* Red zone before a block laid out for the checkers (PF_GUARD, large.c): its first page. */
+/* ---- medium blocks' colours ----------------------------------------------------------
+ *
+ * A medium block of the sheaves' page counts but the largest starts the program's bytes
+ * at one of MEDIUM_COLORS cache lines of its first page, chosen by the page's address
+ * (jemalloc's cache-oblivious large blocks; the kernel's SLAB coloured its slabs for the
+ * same reason). Page-aligned blocks put every block's first line, which malloc's caller
+ * and free touch, in 1 of 64 sets of the L1 and L2 caches: 1024 blocks of 8-32 KiB
+ * replaced at random missed there at nearly every free. The colour needs room: a size is
+ * given the pages that hold it and MEDIUM_COLOR_ROOM bytes more (medium_pages), so that
+ * any block a sheaf holds, whatever its colour, fits any size the sheaf serves. The
+ * largest count's sheaf (128 KiB, which programs ask for exactly) holds page-aligned
+ * blocks, and so do blocks aligned beyond a cache line and the checkers' runs. Figures:
+ * README.md, "Threads and medium blocks". */
+#define MEDIUM_COLORS	  8
+#define MEDIUM_COLOR_ROOM ((MEDIUM_COLORS - 1) * 64)
+
+static inline size_t medium_color_of(const struct page_desc *d)
+{
+	return (((uintptr_t)page_address(d) >> USLUB_PAGE_SHIFT) & (MEDIUM_COLORS - 1)) * 64;
+}
+/* Red zone before a block laid out for the checkers (PF_GUARD, large.c): its first page;
+ * or the colour of a coloured one. */
 static inline size_t uslub_large_lead(const struct page_desc *d)
 {
-	return (d->flags & PF_GUARD) ? USLUB_PAGE_SIZE : 0;
+	if (d->flags & PF_GUARD)
+		return USLUB_PAGE_SIZE;
+	return (d->flags & PF_COLOR) ? medium_color_of(d) : 0;
 }
 /* Where the program's bytes of large block d begin: the pointer malloc returned. */
 static inline void *uslub_large_start(struct page_desc *d)
@@ -89,7 +112,35 @@ static inline bool medium_testable(unsigned n)
  * lines, every time a block went into a sheaf or out of one). */
 static inline void medium_tests_set(struct page_desc *d, unsigned n)
 {
-	*page_test_of(d) = (struct page_test){(uint32_t)(uintptr_t)page_address(d), 1, MCPU_OFF(n)};
+	*page_test_of(d) =
+	    (struct page_test){(uint32_t)(uintptr_t)uslub_large_start(d), 1, MCPU_OFF(n)};
+}
+/* Sheaves of n pages hold coloured blocks (below its largest count). */
+static inline bool medium_colorable(unsigned n)
+{
+	return medium_testable(n) && n < MSHEAF_MAX_PAGES;
+}
+/* The pages of a medium request (size <= MSHEAF_MAX_PAGES pages): with room for a colour
+ * where blocks of that count are coloured, the largest count past that. */
+static inline unsigned medium_pages(size_t size)
+{
+	size_t n = (size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT;
+	if (!medium_testable(MEDIUM_MIN_PAGES))
+		return (unsigned)n;
+	n = (size + MEDIUM_COLOR_ROOM + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT;
+	return n < MSHEAF_MAX_PAGES ? (unsigned)n : MSHEAF_MAX_PAGES;
+}
+/* The largest request blocks of n pages serve (medium_pages' inverse). */
+static inline size_t medium_fits(unsigned n)
+{
+	return ((size_t)n << USLUB_PAGE_SHIFT) - (medium_colorable(n) ? MEDIUM_COLOR_ROOM : 0);
+}
+/* Free block d of n pages as a sheaf of n pages holds it: coloured where that count is,
+ * else at its page. Returns its start. */
+static inline void *medium_sheaf_color(struct page_desc *d, unsigned n)
+{
+	d->flags = (uint8_t)((d->flags & ~PF_COLOR) | (medium_colorable(n) ? PF_COLOR : 0));
+	return uslub_large_start(d);
 }
 static inline void medium_tests_clear(struct page_desc *d)
 {
@@ -114,7 +165,7 @@ static inline bool medium_in_sheaf(const struct page_desc *d, const void *p)
  * keeps it: the bytes its pages hold after it, in local_count. */
 static inline void uslub_large_set_request(struct page_desc *d, size_t size)
 {
-	d->local_count = (uint16_t)(((size_t)d->objects << USLUB_PAGE_SHIFT) - size);
+	d->local_count = (uint16_t)(uslub_large_span(d) - size);
 }
 
 void uslub_medium_init(struct uslub_thread *t);

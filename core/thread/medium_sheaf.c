@@ -9,8 +9,8 @@
  * empty takes half a sheaf and the block asked for from its bins of that page count, or
  * else a block the general way and then the half sheaf; a full one sends its older blocks
  * there, down to half. A block in a sheaf is free: its first page keeps its test and it
- * carries the free mark in its second word, as a free object does, so a second free of it
- * is caught on the fast path and on the slow one (medium_in_sheaf).
+ * carries the free mark in its second word (from its colour, slab.h), as a free object does, so a
+ * second free of it is caught on the fast path and on the slow one (medium_in_sheaf).
  *
  * What a sheaf holds is bounded (MSHEAF_TOTAL, below). The idle drain does not
  * reach it: free's and malloc's fast paths take no lock, as for the small sheaves, so a
@@ -51,11 +51,6 @@ static unsigned msheaf_cap(unsigned n)
 	return cap < uslub_config.sheaves ? cap : uslub_config.sheaves;
 }
 
-static unsigned pages_of(size_t size)
-{
-	return (unsigned)((size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT);
-}
-
 /* A live thread's sheaf opens at its first slow path, as a cache's does (thread.h). */
 static void msheaf_open(struct cache_cpu *cc, unsigned n)
 {
@@ -90,8 +85,8 @@ static void msheaf_fill(struct uslub_thread *t, struct cache_cpu *cc, unsigned n
 	while (k < want && t->medium.count[n]) {
 		struct page_desc *d = medium_bin_pop(&t->medium, n);
 		d->flags = 0;
+		void *b = medium_sheaf_color(d, n);
 		medium_tests_set(d, n);
-		void *b = page_address(d);
 		mark_free(b);
 		cc->sheaf[k++] = b;
 	}
@@ -141,7 +136,7 @@ static void msheaf_push(struct cache_cpu *cc, void *p)
 
 void *uslub_msheaf_alloc(size_t size)
 {
-	unsigned n = pages_of(size);
+	unsigned n = medium_pages(size);
 	struct uslub_thread *t = uslub_tls_thread;
 	struct cache_cpu *cc = msheaf_of(t, n);
 	if (!cc)
@@ -187,9 +182,12 @@ bool uslub_msheaf_free(void *p, struct page_desc *d)
 	struct cache_cpu *cc = msheaf_of(t, n);
 	if (!cc)
 		return false;
-	if (!medium_tested(d))
+	/* Free now, the block takes the colour its sheaf's blocks have (one handed out
+	 * aligned, or resized to another count, may have another). */
+	void *start = medium_sheaf_color(d, n);
+	if (start != p || !medium_tested(d))
 		medium_tests_set(d, n);
-	msheaf_push(cc, p);
+	msheaf_push(cc, start);
 	return true;
 }
 
