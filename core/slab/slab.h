@@ -63,12 +63,16 @@ void uslub_large_release(struct page_desc *d);
  * largest count's sheaf (128 KiB, which programs ask for exactly) holds page-aligned
  * blocks, and so do blocks aligned beyond a cache line and the checkers' runs. Figures:
  * README.md, "Threads and medium blocks". */
-#define MEDIUM_COLORS	  8
+#define MEDIUM_COLOR_BITS 3
+#define MEDIUM_COLORS	  (1 << MEDIUM_COLOR_BITS)
 #define MEDIUM_COLOR_ROOM ((MEDIUM_COLORS - 1) * 64)
 
+/* A hash of the page number, not its low bits: blocks cut from the buddy allocator start
+ * at multiples of their power of two, so the low bits of most are 0. */
 static inline size_t medium_color_of(const struct page_desc *d)
 {
-	return (((uintptr_t)page_address(d) >> USLUB_PAGE_SHIFT) & (MEDIUM_COLORS - 1)) * 64;
+	uint32_t page = (uint32_t)((uintptr_t)page_address(d) >> USLUB_PAGE_SHIFT);
+	return (size_t)((page * 0x9e3779b1u) >> (32 - MEDIUM_COLOR_BITS)) * 64;
 }
 /* Red zone before a block laid out for the checkers (PF_GUARD, large.c): its first page;
  * or the colour of a coloured one. */
@@ -255,7 +259,7 @@ static inline bool uslub_tick_due(void)
 static inline void *uslub_medium_pop(size_t size)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	unsigned n = (unsigned)((size + USLUB_PAGE_SIZE - 1) >> USLUB_PAGE_SHIFT);
+	unsigned n = medium_pages(size);
 	if (unlikely(!uslub_medium_usable(t)) || unlikely(!uslub_medium_try_enter(t)))
 		return NULL;
 	/* Its own bin first: medium_bin_fit's masks cost more than the pop. */
@@ -264,10 +268,12 @@ static inline void *uslub_medium_pop(size_t size)
 	uslub_medium_exit(t, false);
 	if (!d)
 		return NULL;
-	d->flags = 0;
+	/* Coloured as the sheaves' blocks are (a block of more pages than asked may be of
+	 * the count whose blocks are not). */
+	d->flags = medium_colorable(d->objects) ? PF_COLOR : 0;
 	uslub_large_set_request(d, size);
 	medium_stat(t, MEDIUM_HIT, 1);
-	return page_address(d);
+	return uslub_large_start(d);
 }
 /* d: a live large block, not cached, held or guarded; the caller frees its start. Past
  * high the general path flushes, with errno kept around its system calls. */

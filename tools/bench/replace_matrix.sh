@@ -2,9 +2,12 @@
 # replace_matrix.sh: the replacement workload (tools/bench/replace.c) over bounds x threads x
 # allocators, RUNS runs each, allocators alternated, one thread pinned to CPU 0 (this VM's CPU 1
 # runs every allocator ~30% slower). From the repository root, after tools/uslub bench built
-# build-bench/; BASE=LIB adds another uslub build. Output: "bound threads allocator run M/s".
+# build-bench/; BASE=LIB adds another uslub build; SCALE=N runs N times the steps (a run at
+# 32 KiB is 25 ms otherwise, short against this VM's bursts of load). Output: "bound threads
+# allocator run M/s".
 B=${B:-build-bench}
 RUNS=${RUNS:-3}
+SCALE=${SCALE:-1}
 declare -A LIB=(
  [glibc]=""
  [jemalloc]=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
@@ -20,7 +23,7 @@ for bound in ${BOUNDS:-1K 4K 8K 32K 128K}; do
   pin=""; [ $t = 1 ] && pin="taskset -c 0"
   for r in $(seq $RUNS); do
    for a in $ORDER; do
-    v=$($pin env LD_PRELOAD=${LIB[$a]} $B/tools/bench/replace $t $bound ${STEPS[$bound]} 2>/dev/null | tail -1)
+    v=$($pin env LD_PRELOAD=${LIB[$a]} $B/tools/bench/replace $t $bound $((${STEPS[$bound]} * SCALE)) 2>/dev/null | tail -1)
     echo "$bound $t $a $r $v"
    done
   done
