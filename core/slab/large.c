@@ -41,8 +41,7 @@ static void mark_large(struct page_desc *d, size_t npages, size_t from)
 		d[i].head = d;
 }
 
-/* The request is kept as the bytes its pages hold after it, in local_count, which only
- * slabs use otherwise: the descriptor has no other room. */
+/* The request: uslub_large_set_request (slab.h). */
 size_t uslub_large_request(const struct page_desc *d)
 {
 	return uslub_large_span(d) - d->local_count;
@@ -51,7 +50,7 @@ size_t uslub_large_request(const struct page_desc *d)
 /* After the block's flags: its start (PF_GUARD, PF_COLOR) is set. */
 static void set_request(struct page_desc *d, size_t size)
 {
-	d->local_count = (uint16_t)(uslub_large_span(d) - size);
+	uslub_large_set_request(d, uslub_large_start(d), size);
 }
 
 /* A block of up to MEDIUM_MAX_PAGES pages, through the thread's medium-block cache;
@@ -71,13 +70,13 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, boo
 	bool cold = d->flags & PF_COLD;
 	/* Never guarded: the medium-block cache. A block of more pages than asked may be
 	 * of the count whose sheaf holds page-aligned blocks. */
-	d->flags = color && medium_colorable(d->objects) ? PF_COLOR : 0;
-	void *p = uslub_large_start(d);
-	set_request(d, size);
+	d->flags = 0;
+	void *p = medium_color(d, color && medium_colorable(d->objects));
+	uslub_large_set_request(d, p, size);
 	/* Its free takes the fast path, which reads the free mark: one left in the
 	 * block's second word by an earlier life of these pages goes (cold pages read 0). */
 	if (medium_testable(d->objects)) {
-		medium_tests_set(d, d->objects);
+		medium_tests_set(d, d->objects, p);
 		if (!cold)
 			mark_allocated(p);
 	}
@@ -235,9 +234,10 @@ static void retest(struct page_desc *d, size_t npages)
 	 * fast path: its free's slow path gives it that sheaf's start (medium_sheaf.c). */
 	if (medium_testable((unsigned)npages) &&
 	    (!(d->flags & PF_COLOR) || medium_colorable((unsigned)npages))) {
-		medium_tests_set(d, (unsigned)npages);
-		if (!tested && is_marked_free(uslub_large_start(d)))
-			mark_allocated(uslub_large_start(d));
+		void *start = uslub_large_start(d);
+		medium_tests_set(d, (unsigned)npages, start);
+		if (!tested && is_marked_free(start))
+			mark_allocated(start);
 	}
 }
 

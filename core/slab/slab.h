@@ -114,10 +114,9 @@ static inline bool medium_testable(unsigned n)
  * other pages keep the test 0 of pages that are no slab's, which sends a pointer into them
  * to the slow path's report as surely (a test on each of 32 pages was 32 stores, and four
  * lines, every time a block went into a sheaf or out of one). */
-static inline void medium_tests_set(struct page_desc *d, unsigned n)
+static inline void medium_tests_set(struct page_desc *d, unsigned n, const void *start)
 {
-	*page_test_of(d) =
-	    (struct page_test){(uint32_t)(uintptr_t)uslub_large_start(d), 1, MCPU_OFF(n)};
+	*page_test_of(d) = (struct page_test){(uint32_t)(uintptr_t)start, 1, MCPU_OFF(n)};
 }
 /* Sheaves of n pages hold coloured blocks (below its largest count). */
 static inline bool medium_colorable(unsigned n)
@@ -139,12 +138,17 @@ static inline size_t medium_fits(unsigned n)
 {
 	return ((size_t)n << USLUB_PAGE_SHIFT) - (medium_colorable(n) ? MEDIUM_COLOR_ROOM : 0);
 }
+/* Block d coloured or not (an unguarded one); returns its start, uslub_large_start's. */
+static inline void *medium_color(struct page_desc *d, bool colored)
+{
+	d->flags = (uint8_t)((d->flags & ~PF_COLOR) | (colored ? PF_COLOR : 0));
+	return (char *)page_address(d) + (colored ? medium_color_of(d) : 0);
+}
 /* Free block d of n pages as a sheaf of n pages holds it: coloured where that count is,
- * else at its page. Returns its start. */
+ * else at its page. */
 static inline void *medium_sheaf_color(struct page_desc *d, unsigned n)
 {
-	d->flags = (uint8_t)((d->flags & ~PF_COLOR) | (medium_colorable(n) ? PF_COLOR : 0));
-	return uslub_large_start(d);
+	return medium_color(d, medium_colorable(n));
 }
 static inline void medium_tests_clear(struct page_desc *d)
 {
@@ -165,11 +169,14 @@ static inline bool medium_in_sheaf(const struct page_desc *d, const void *p)
 
 /* ---- the thread's medium-block cache (medium.c) -------------------------------------- */
 
-/* The request of an unguarded large block (the medium-block cache's), kept as large.c
- * keeps it: the bytes its pages hold after it, in local_count. */
-static inline void uslub_large_set_request(struct page_desc *d, size_t size)
+/* The request of large block d, which starts at `start`, kept as the bytes its pages
+ * hold after it, in local_count (which only slabs use otherwise: the descriptor has no
+ * other room). */
+static inline void uslub_large_set_request(struct page_desc *d, const void *start, size_t size)
 {
-	d->local_count = (uint16_t)(uslub_large_span(d) - size);
+	d->local_count =
+	    (uint16_t)((uintptr_t)page_address(d) + ((size_t)d->objects << USLUB_PAGE_SHIFT) -
+		       (uintptr_t)start - size);
 }
 
 void uslub_medium_init(struct uslub_thread *t);
@@ -270,10 +277,11 @@ static inline void *uslub_medium_pop(size_t size)
 		return NULL;
 	/* Coloured as the sheaves' blocks are (a block of more pages than asked may be of
 	 * the count whose blocks are not). */
-	d->flags = medium_colorable(d->objects) ? PF_COLOR : 0;
-	uslub_large_set_request(d, size);
+	d->flags = 0;
+	void *p = medium_color(d, medium_colorable(d->objects));
+	uslub_large_set_request(d, p, size);
 	medium_stat(t, MEDIUM_HIT, 1);
-	return uslub_large_start(d);
+	return p;
 }
 /* d: a live large block, not cached, held or guarded; the caller frees its start. Past
  * high the general path flushes, with errno kept around its system calls. */

@@ -81,12 +81,13 @@ static struct cache_cpu *msheaf_of(struct uslub_thread *t, unsigned n)
 static void msheaf_fill(struct uslub_thread *t, struct cache_cpu *cc, unsigned n, unsigned want)
 {
 	unsigned k = 0;
+	bool colored = medium_colorable(n);
 	bool locked = uslub_medium_enter(t);
 	while (k < want && t->medium.count[n]) {
 		struct page_desc *d = medium_bin_pop(&t->medium, n);
 		d->flags = 0;
-		void *b = medium_sheaf_color(d, n);
-		medium_tests_set(d, n);
+		void *b = medium_color(d, colored);
+		medium_tests_set(d, n, b);
 		mark_free(b);
 		cc->sheaf[k++] = b;
 	}
@@ -186,7 +187,7 @@ bool uslub_msheaf_free(void *p, struct page_desc *d)
 	 * aligned, or resized to another count, may have another). */
 	void *start = medium_sheaf_color(d, n);
 	if (start != p || !medium_tested(d))
-		medium_tests_set(d, n);
+		medium_tests_set(d, n, start);
 	msheaf_push(cc, start);
 	return true;
 }
