@@ -74,9 +74,9 @@ static inline __attribute__((always_inline)) void uslub_classify(const void *p, 
 		/* Freed, waiting in a thread's sheaf or cache, or in the quarantine. A freed
 		 * block may start elsewhere now: a cached one at its page, one in a sheaf at
 		 * the sheaf's colour (slab.h, medium_color_of). */
-		bool freed =
-		    (d->flags & (PF_CACHED | PF_HELD)) || medium_in_sheaf(d, uslub_large_start(d));
-		if (unlikely(p != uslub_large_start(d)) &&
+		const void *start = uslub_large_start(d);
+		bool freed = (d->flags & (PF_CACHED | PF_HELD)) || medium_in_sheaf(d, start);
+		if (unlikely(p != start) &&
 		    (!freed ||
 		     (p != page_address(d) && p != (char *)page_address(d) + medium_color_of(d))))
 			uslub_report_bad_block("invalid pointer", op, p, "inside a large", bytes);
