@@ -491,19 +491,19 @@ struct uslub_thread {
 	unsigned medium_node;  /* the node the blocks came from */
 	unsigned medium_shard; /* which of the node's depots it uses first (medium.c) */
 	uint64_t medium_stat[USLUB_NR_MEDIUM_STATS];
-	/* The cache's owner goes in without slow_lock's atomic exchange (slab/medium.c,
-	 * "ownership"): busy while it is in, claim while an idle drain wants in. */
-	_Atomic int medium_busy, medium_claim;
-	int state; /* THREAD_* */
-	/* Everything below the sheaves - the thread's slabs, freelists and page cache (its
-	 * medium-block cache: see medium_busy) - is touched by its owner only on slow paths, under
-	 * this lock, so the background thread can give an idle thread's back (thread.c, idle
-	 * drain). */
+	_Atomic int medium_busy, medium_claim; /* owner in, drain wants in (medium.c) */
+	int state;			       /* THREAD_* */
+	/* Below the sheaves (slabs, freelists, page cache; the medium-block cache: see
+	 * medium_busy) the owner works on slow paths only, under this lock, so the background
+	 * thread can give an idle thread's back (thread.c, idle drain). */
 	_Atomic int slow_lock;
-	/* A slow path ran since the drain last looked: the barn's refill sets it without
-	 * slow_lock, so it is atomic (relaxed: a late look only delays a drain). */
+	/* A slow path ran since the drain last looked (the barn's refill sets it unlocked;
+	 * relaxed: a late look only delays a drain); idle_ticks: its looks since then. */
 	_Atomic bool active;
-	uint8_t idle_ticks; /* the drain's looks since then; 2: idle, given back */
+	uint8_t idle_ticks;
+	_Atomic bool parked;		/* unpublished to take its sheaves (thread.c) */
+	struct uslub_thread **tls_slot; /* where its thread's uslub_tls_thread lies */
+	uint64_t made_ticks;		/* since boot: its thread started before */
 	/* Objects of each cache taken with its sheaf still closed (sheaf.c, early
 	 * objects): counted here, on the page creation writes anyway, so that a thread
 	 * holding a few blocks of a dozen caches writes no page of cpu[]. */

@@ -66,6 +66,23 @@ void uslub_os_futex_wake(_Atomic uint32_t *word);
  * of an asymmetric fence whose cheap side is a compiler barrier. 0, or -1 if unsupported. */
 int uslub_os_membarrier(void);
 
+/* Another thread of the process as /proc/self/task/TID shows it (task.c). */
+struct uslub_os_task {
+	long syscall;	      /* the system call it is blocked in; -1: running, or none */
+	uintptr_t sp, pc;     /* its user stack pointer and program counter there */
+	uint64_t start_ticks; /* when it started, in clock ticks since boot */
+};
+/* 0, or -1 when the files cannot be read (no such thread, no /proc). */
+int uslub_os_task_look(int tid, struct uslub_os_task *out);
+/* Now, in the same ticks (CLOCK_BOOTTIME through the vDSO). */
+uint64_t uslub_os_boot_ticks(void);
+/* The executable segment of the module this code is linked into: libuslub.so's code
+ * when preloaded, the whole program's when linked into it. */
+void uslub_os_own_text(uintptr_t *lo, uintptr_t *hi);
+/* Whether pc, or a word of a thread's stack from sp up (at most `bytes`, to the stack's
+ * end), lies in [lo, hi). True as well when the stack cannot be read. */
+bool uslub_os_stack_holds(uintptr_t sp, uintptr_t pc, uintptr_t lo, uintptr_t hi, size_t bytes);
+
 /* Resident and huge-page-backed bytes from /proc/self/smaps ("Rss", "AnonHugePages"), read
  * in a fixed buffer: over every mapping, and over the mappings for which ours(start, end)
  * is nonzero. 0, or -1 with errno when the file cannot be read. */

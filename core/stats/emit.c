@@ -188,6 +188,8 @@ static void emit_totals(struct emitter *e, const struct snap *s)
 	emit_kv(e, "rcu_freed_objects", ", freed %lu\n", COUNT, s->rcu_freed_objects);
 	emit_kv(e, "threads_reaped", NULL, COUNT,
 		atomic_load_explicit(&uslub_threads_reaped, memory_order_relaxed));
+	emit_kv(e, "threads_parked", NULL, COUNT,
+		atomic_load_explicit(&uslub_threads_parked, memory_order_relaxed));
 	if (s->have_smaps) {
 		emit_kv(e, "resident", "uslub: resident: process %lu KiB", BYTES, s->smaps.rss);
 		emit_kv(e, "resident_ours", ", ours %lu KiB", BYTES, s->smaps.our_rss);

@@ -12,10 +12,10 @@
  * carries the free mark in its second word (from its colour, slab.h), as a free object does, so a
  * second free of it is caught on the fast path and on the slow one (medium_in_sheaf).
  *
- * What a sheaf holds is bounded (MSHEAF_TOTAL, below). The idle drain does not
- * reach it: free's and malloc's fast paths take no lock, as for the small sheaves, so a
- * parked thread keeps what its medium sheaves held when it parked (design.md, "Medium
- * sheaves"). Its exit and malloc_trim give them back. */
+ * What a sheaf holds is bounded (MSHEAF_TOTAL, below). free's and malloc's fast paths
+ * take no lock, as for the small sheaves, so the idle drain takes a thread's sheaves only
+ * once the kernel shows the thread parked in a system call outside the allocator
+ * (thread.c, "a parked thread's sheaves"); its exit and malloc_trim give them back too. */
 #include "thread/thread.h"
 #include "os/options.h"
 #include "slab/slab.h"

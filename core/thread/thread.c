@@ -11,11 +11,17 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 /* For urcu-bp's per-thread reader record (in_urcu_read_section); the calls made here are
  * the library's either way. */
 #define _LGPL_SOURCE
 #include <urcu/urcu-bp.h>
+#if USLUB_HAVE_VALGRIND
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 /* In .bss, their states set at start-up: as initialised data, 38 KiB of the library's
  * file (two states of 19 KiB) were mapped into every program that loads it. */
@@ -126,6 +132,8 @@ static struct uslub_thread *thread_make(void)
 	t->state = THREAD_LIVE;
 	t->tgid = getpid();
 	t->tid = gettid();
+	t->tls_slot = &uslub_tls_thread;
+	t->made_ticks = uslub_os_boot_ticks();
 	t->node = uslub_node_current();
 	uslub_pcp_init(t);
 	t->pcp_node = t->node;
@@ -147,7 +155,16 @@ static struct uslub_thread *thread_make(void)
 struct uslub_thread *uslub_thread_state(void)
 {
 	struct uslub_thread *t = uslub_tls_state;
-	return t ? t : thread_make();
+	if (!t)
+		return thread_make();
+	/* Unpublished by the idle drain, which may still be emptying the sheaves: it holds
+	 * slow_lock until it is done (see "a parked thread's sheaves"). */
+	if (unlikely(atomic_load_explicit(&t->parked, memory_order_acquire))) {
+		bool in = uslub_slow_enter(t);
+		atomic_store_explicit(&t->parked, false, memory_order_relaxed);
+		uslub_slow_exit(t, in);
+	}
+	return t;
 }
 
 struct uslub_thread *uslub_thread_create(void)
@@ -394,8 +411,8 @@ void uslub_threads_after_fork_child(void)
  * thread's bins). The owner touches them only on slow paths, under its slow_lock, so the
  * background thread can take the lock - trylock: a busy thread is not idle - and give
  * them back: the slabs to their nodes (empty ones to the page allocator), the pages to
- * the buddy. The sheaves stay: the owner's fast paths use them without a lock (at most
- * 28 objects a cache). The thread's next refill starts over with shared slabs. */
+ * the buddy. The thread's next refill starts over with shared slabs. The sheaves need more
+ * (below). */
 static void drain_state(struct uslub_thread *t)
 {
 	uslub_thread_flush_slabs(t);
@@ -406,10 +423,130 @@ static void drain_state(struct uslub_thread *t)
 	uslub_medium_drain_idle(t);
 }
 
+/* A parked thread's sheaves. The owner's fast paths use them with plain loads and stores
+ * and no lock (up to 28 objects a cache, and up to 17 MiB of medium blocks a thread), so
+ * the drain may only take them from a thread that is provably outside the allocator and
+ * will stay out of them. The evidence is the kernel's, read from outside, as RCU takes a
+ * CPU that is idle or in user mode for quiescent without asking it:
+ *
+ *  1. Unpublish: the drain, holding slow_lock, sets `parked` and swaps the owner's
+ *     uslub_tls_thread from the state to the shared empty state (a compare-and-swap on
+ *     the owner's TLS word, found through tls_slot). Every fast path from now on finds
+ *     empty sheaves and a closed free path, and goes to a slow path, which meets
+ *     `parked` (uslub_thread_state) and waits for slow_lock.
+ *  2. Look: /proc/self/task/TID/syscall says the thread is blocked in a system call, and
+ *     neither its program counter nor a word of its stack from the stack pointer up
+ *     (STACK_LOOK bytes) lies in our code. A fast path makes no system call, and a
+ *     slow path, a signal handler that interrupted us or a callback of ours would leave
+ *     a return address of ours there. So every fast path that read the state before the
+ *     swap has finished, and the thread runs none until the call returns, after the swap,
+ *     whose value it then reads.
+ *  3. Take: the sheaves' objects to their slabs, the medium blocks through the thread's
+ *     medium-block cache to their zones. The owner's next slow path publishes the state
+ *     again with its sheaves empty and open.
+ *
+ * A look that fails leaves the thread unpublished (its next slow path publishes it again,
+ * one slow path's cost), and the drain tries again a few periods later: a thread that
+ * runs only fast paths for a while is not parked. A stale return address of ours left on
+ * the stack makes a false "in the allocator": the sheaves stay, never the other way round.
+ * Before the swap, the thread must be the state's own: it exists, is blocked (its memory
+ * cannot go while it is), and started before the state was made, so a newer thread with
+ * the tid of one gone without our key destructor (thread.c, reaping) is not taken for it.
+ * A thread running its key destructor has already swapped its word to the dead state, so
+ * the swap fails, and its teardown waits for slow_lock. A thread blocked in vfork or clone
+ * is not taken: a vfork child runs on its memory and TLS meanwhile, unseen.
+ *
+ * Not under valgrind, which runs the program's code on stacks of its own choosing, nor
+ * ThreadSanitizer, which cannot see the kernel's word as an order; where /proc is not
+ * mounted or the stack cannot be read, the sheaves stay as before. */
+#define STACK_LOOK (64 << 10)
+/* Periods an idle thread's sheaves are tried for before the drain gives up until it is
+ * active again. */
+#define PARK_TRIES 4
+_Atomic unsigned long uslub_threads_parked;
+
+static bool parked_takes_possible(void)
+{
+#if defined(USLUB_TSAN)
+	return false;
+#else
+	static int possible = -1;
+	if (possible < 0) {
+		struct uslub_os_task task;
+		possible = !RUNNING_ON_VALGRIND && uslub_os_task_look(gettid(), &task) == 0;
+	}
+	return possible;
+#endif
+}
+
+static bool sheaves_hold(const struct uslub_thread *t)
+{
+	for (unsigned i = 0, n = uslub_caches_in_use(); i < n; i++)
+		if (__atomic_load_n(&t->cpu[i].sheaf_count, __ATOMIC_RELAXED))
+			return true;
+	for (unsigned k = 0; k < NR_MSHEAVES; k++)
+		if (__atomic_load_n(&t->mcpu[k].sheaf_count, __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
+/* A thread blocked in vfork (or a clone that may be one) lends its stack, memory and TLS
+ * to a child that runs meanwhile, unseen by the thread's own /proc files. */
+static bool lends_itself(long nr)
+{
+#ifdef SYS_clone3
+	if (nr == SYS_clone3)
+		return true;
+#endif
+#ifdef SYS_vfork
+	if (nr == SYS_vfork)
+		return true;
+#endif
+	return nr == SYS_clone;
+}
+
+/* Blocked in a system call outside our code, and the state's own thread. */
+static bool thread_outside(const struct uslub_thread *t)
+{
+	struct uslub_os_task task;
+	uintptr_t lo, hi;
+	if (uslub_os_task_look(t->tid, &task) != 0 || task.start_ticks > t->made_ticks ||
+	    task.syscall < 0 || lends_itself(task.syscall))
+		return false;
+	uslub_os_own_text(&lo, &hi);
+	return !uslub_os_stack_holds(task.sp, task.pc, lo, hi, STACK_LOOK);
+}
+
+/* Under slow_lock. True when done with: taken, or nothing to take. */
+static bool take_sheaves(struct uslub_thread *t)
+{
+	if (atomic_load_explicit(&t->parked, memory_order_relaxed) || !sheaves_hold(t))
+		return true;
+	if (!thread_outside(t))
+		return false;
+	atomic_store_explicit(&t->parked, true, memory_order_relaxed);
+	struct uslub_thread *expected = t;
+	if (!__atomic_compare_exchange_n(t->tls_slot, &expected, &uslub_empty_thread, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+		/* Not published (its early objects), or exiting (the dead state). */
+		atomic_store_explicit(&t->parked, false, memory_order_relaxed);
+		return true;
+	}
+	if (!thread_outside(t))
+		return false;
+	uslub_sheaves_flush(t, false);
+	uslub_medium_drain_idle(t);
+	/* The flush went in as the owner would (uslub_medium_enter marks it active). */
+	atomic_store_explicit(&t->active, false, memory_order_relaxed);
+	atomic_fetch_add_explicit(&uslub_threads_parked, 1, memory_order_relaxed);
+	return true;
+}
+
 unsigned uslub_threads_drain_idle(void)
 {
 	struct uslub_thread *me = uslub_tls_state;
 	unsigned drained = 0, busy = 0;
+	bool takes = parked_takes_possible();
 	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
 	for (struct uslub_thread *t = uslub_registry; t; t = t->reg_next) {
 		/* tid 0: a state being torn down, or a forked child's copy of a parent's
@@ -426,13 +563,19 @@ unsigned uslub_threads_drain_idle(void)
 			atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
 			continue;
 		}
+		/* idle_ticks: 0-1 looks without a slow path; 2 idle, what lies below the
+		 * sheaves given back; up to 2 + PARK_TRIES the sheaves tried; then done. */
 		if (atomic_exchange_explicit(&t->active, false, memory_order_relaxed)) {
 			t->idle_ticks = 0;
-		} else if (t->idle_ticks < 2 && ++t->idle_ticks == 2) {
-			drain_state(t);
-			drained++;
+		} else if (t->idle_ticks < 2 + PARK_TRIES) {
+			if (++t->idle_ticks == 2) {
+				drain_state(t);
+				drained++;
+			}
+			if (t->idle_ticks >= 2 && (!takes || take_sheaves(t)))
+				t->idle_ticks = 2 + PARK_TRIES;
 		}
-		busy += t->idle_ticks < 2;
+		busy += t->idle_ticks < 2 + PARK_TRIES;
 		atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
 	}
 	uslub_threads_not_idle = busy;

@@ -64,13 +64,15 @@ void uslub_threads_init(void);
 void uslub_threads_before_fork(void);
 void uslub_threads_after_fork_parent(void);
 void uslub_threads_after_fork_child(void);
-/* Give back what idle threads hold below their sheaves: their slabs (to the node
- * lists, or the page allocator when empty), page caches and medium-block caches. Called
- * by the background thread once a period: a thread that ran no slow path for two calls
- * in a row is idle. Returns the states drained. */
+/* Give back what idle threads hold: their slabs (to the node lists, or the page
+ * allocator when empty), page caches and medium-block caches, and the sheaves of those
+ * parked in a system call. Called by the background thread once a period: a thread that
+ * ran no slow path for two calls in a row is idle. Returns the states drained. */
 unsigned uslub_threads_drain_idle(void);
 extern _Atomic unsigned long uslub_threads_drained; /* states drained that way */
 extern unsigned uslub_threads_not_idle; /* live states the last drain left: not idle yet */
+/* States whose sheaves it took while their thread was parked (thread.c). */
+extern _Atomic unsigned long uslub_threads_parked;
 void uslub_stats_fold(struct uslub_thread *t);
 
 /* ---- the sheaves and the barns (sheaf.c, barn.c) ----------------------------------- */
