@@ -501,7 +501,7 @@ struct uslub_thread {
 	 * relaxed: a late look only delays a drain); idle_ticks: its looks since then. */
 	_Atomic bool active;
 	uint8_t idle_ticks;
-	_Atomic bool parked;		/* unpublished to take its sheaves (thread.c) */
+	bool parked;			/* unpublished to take its sheaves (thread.c) */
 	struct uslub_thread **tls_slot; /* where its thread's uslub_tls_thread lies */
 	uint64_t made_ticks;		/* since boot: its thread started before */
 	/* Objects of each cache taken with its sheaf still closed (sheaf.c, early

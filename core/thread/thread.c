@@ -159,9 +159,9 @@ struct uslub_thread *uslub_thread_state(void)
 		return thread_make();
 	/* Unpublished by the idle drain, which may still be emptying the sheaves: it holds
 	 * slow_lock until it is done (see "a parked thread's sheaves"). */
-	if (unlikely(atomic_load_explicit(&t->parked, memory_order_acquire))) {
+	if (unlikely(__atomic_load_n(&t->parked, __ATOMIC_ACQUIRE))) {
 		bool in = uslub_slow_enter(t);
-		atomic_store_explicit(&t->parked, false, memory_order_relaxed);
+		__atomic_store_n(&t->parked, false, __ATOMIC_RELAXED);
 		uslub_slow_exit(t, in);
 	}
 	return t;
@@ -452,6 +452,9 @@ static void drain_state(struct uslub_thread *t)
  * Before the swap, the thread must be the state's own: it exists, is blocked (its memory
  * cannot go while it is), and started before the state was made, so a newer thread with
  * the tid of one gone without our key destructor (thread.c, reaping) is not taken for it.
+ * What is left: a state made in the last round of key destructors, whose thread, seen
+ * blocked, wakes, exits and has its stack unmapped between the look and the swap - a few
+ * instructions - would fault the swap.
  * A thread running its key destructor has already swapped its word to the dead state, so
  * the swap fails, and its teardown waits for slow_lock. A thread blocked in vfork or clone
  * is not taken: a vfork child runs on its memory and TLS meanwhile, unseen.
@@ -520,16 +523,16 @@ static bool thread_outside(const struct uslub_thread *t)
 /* Under slow_lock. True when done with: taken, or nothing to take. */
 static bool take_sheaves(struct uslub_thread *t)
 {
-	if (atomic_load_explicit(&t->parked, memory_order_relaxed) || !sheaves_hold(t))
+	if (__atomic_load_n(&t->parked, __ATOMIC_RELAXED) || !sheaves_hold(t))
 		return true;
 	if (!thread_outside(t))
 		return false;
-	atomic_store_explicit(&t->parked, true, memory_order_relaxed);
+	__atomic_store_n(&t->parked, true, __ATOMIC_RELAXED);
 	struct uslub_thread *expected = t;
 	if (!__atomic_compare_exchange_n(t->tls_slot, &expected, &uslub_empty_thread, false,
 					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 		/* Not published (its early objects), or exiting (the dead state). */
-		atomic_store_explicit(&t->parked, false, memory_order_relaxed);
+		__atomic_store_n(&t->parked, false, __ATOMIC_RELAXED);
 		return true;
 	}
 	if (!thread_outside(t))
