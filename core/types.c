@@ -3,6 +3,7 @@
  * pointer to its state, the shared empty state until the thread has one of its own
  * (thread/thread.c makes and tears down the states). */
 #include "types.h"
+#include "calls_out.h"
 
 struct uslub_lookup uslub_lookup;
 unsigned uslub_nr_thread_states;
@@ -11,6 +12,7 @@ struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
 
 __thread struct uslub_thread *uslub_tls_thread __attribute__((tls_model("initial-exec"))) =
     &uslub_empty_thread;
+__thread unsigned uslub_tls_out __attribute__((tls_model("initial-exec")));
 
 struct uslub_lock_stat uslub_lock_stats[USLUB_NR_LOCKS];
 
@@ -29,5 +31,5 @@ void uslub_lock_contended(pthread_mutex_t *m, enum uslub_lock_kind k)
 		    !pthread_mutex_trylock(m))
 			return;
 	}
-	pthread_mutex_lock(m);
+	USLUB_OUT(pthread_mutex_lock(m));
 }

@@ -18,6 +18,8 @@
  *
  * Frames between the throw and the program - this file's and new_delete.c's - are C,
  * compiled with -fexceptions, so the unwinder passes through them. */
+#include "calls_out.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -44,19 +46,21 @@ static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
 static void rt_find(void)
 {
 	/* The loaded runtime only: never load one (a program that calls operator new has). */
-	void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	void *h = USLUB_OUT(dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD));
 	if (!h)
 		return;
-	rt.get_new_handler = (new_handler_fn(*)(void))dlsym(h, "_ZSt15get_new_handlerv");
-	rt.allocate_exception = (void *(*)(size_t))dlsym(h, "__cxa_allocate_exception");
-	rt.throw_exception = (void (*)(void *, void *, void (*)(void *)))dlsym(h, "__cxa_throw");
-	rt.bad_alloc_vtable = dlsym(h, "_ZTVSt9bad_alloc");
-	rt.bad_alloc_typeinfo = dlsym(h, "_ZTISt9bad_alloc");
-	rt.bad_alloc_destroy = (void (*)(void *))dlsym(h, "_ZNSt9bad_allocD1Ev");
-	rt.new_nothrow = (void *(*)(size_t, const void *))dlsym(h, "_ZnwmRKSt9nothrow_t");
-	rt.new_aligned_nothrow =
-	    (void *(*)(size_t, size_t, const void *))dlsym(h, "_ZnwmSt11align_val_tRKSt9nothrow_t");
-	rt.nothrow = dlsym(h, "_ZSt7nothrow");
+	rt.get_new_handler = (new_handler_fn(*)(void))USLUB_OUT(dlsym(h, "_ZSt15get_new_handlerv"));
+	rt.allocate_exception = (void *(*)(size_t))USLUB_OUT(dlsym(h, "__cxa_allocate_exception"));
+	rt.throw_exception =
+	    (void (*)(void *, void *, void (*)(void *)))USLUB_OUT(dlsym(h, "__cxa_throw"));
+	rt.bad_alloc_vtable = USLUB_OUT(dlsym(h, "_ZTVSt9bad_alloc"));
+	rt.bad_alloc_typeinfo = USLUB_OUT(dlsym(h, "_ZTISt9bad_alloc"));
+	rt.bad_alloc_destroy = (void (*)(void *))USLUB_OUT(dlsym(h, "_ZNSt9bad_allocD1Ev"));
+	rt.new_nothrow =
+	    (void *(*)(size_t, const void *))USLUB_OUT(dlsym(h, "_ZnwmRKSt9nothrow_t"));
+	void *aligned = USLUB_OUT(dlsym(h, "_ZnwmSt11align_val_tRKSt9nothrow_t"));
+	rt.new_aligned_nothrow = (void *(*)(size_t, size_t, const void *))aligned;
+	rt.nothrow = USLUB_OUT(dlsym(h, "_ZSt7nothrow"));
 	rt.found = rt.get_new_handler && rt.allocate_exception && rt.throw_exception &&
 		   rt.bad_alloc_vtable && rt.bad_alloc_typeinfo && rt.bad_alloc_destroy &&
 		   rt.new_nothrow && rt.new_aligned_nothrow && rt.nothrow;
@@ -65,7 +69,7 @@ static void rt_find(void)
 
 static int runtime(void)
 {
-	pthread_once(&rt_once, rt_find);
+	USLUB_OUT(pthread_once(&rt_once, rt_find));
 	return rt.found;
 }
 
@@ -73,7 +77,7 @@ __attribute__((noreturn)) static void no_runtime(void)
 {
 	static const char msg[] = "uslub: operator new: out of memory, and no C++ runtime is "
 				  "loaded to throw std::bad_alloc\n";
-	ssize_t r = write(2, msg, sizeof(msg) - 1);
+	ssize_t r = USLUB_OUT(write(2, msg, sizeof(msg) - 1));
 	(void)r;
 	abort();
 }
@@ -101,6 +105,8 @@ void *uslub_new_retry(size_t size, size_t align)
 		new_handler_fn handler = rt.get_new_handler();
 		if (!handler)
 			throw_bad_alloc();
+		/* Not counted as a call out: it runs between two whole allocations, with
+		 * nothing of the thread's state in hand, and it may leave by throwing. */
 		handler();
 		void *p = uslub_new_alloc(size, align);
 		if (p)

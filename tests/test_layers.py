@@ -129,6 +129,49 @@ def check_objects(archive, layers):
     return errors, len(undefined)
 
 
+# Calls that may sleep in the kernel or run code not ours (core/os/os.h, USLUB_OUT): each
+# must be made inside USLUB_OUT or USLUB_OUT_VOID, on the same line, so the idle drain can
+# tell a thread parked in its own call from one parked inside the allocator. The names
+# after the system's are our pointers to code not ours (a C++ new_handler is not among
+# them: preload/new_handler.c calls it between two whole allocations, and it may throw).
+CALLS_OUT = (
+    "pthread_mutex_lock pthread_create pthread_join pthread_once pthread_setname_np pthread_atfork "
+    "dlopen dlsym dlclose urcu_bp_synchronize_rcu urcu_bp_barrier urcu_bp_call_rcu "
+    "urcu_bp_read_lock urcu_bp_before_fork urcu_bp_after_fork_parent "
+    "urcu_bp_after_fork_child mmap munmap mremap madvise mprotect syscall open read write "
+    "close fstat fcntl ftruncate unlink nanosleep sysconf process_vm_readv getrandom "
+    "flavour_call_rcu flavour_barrier ctor os_mbind numa.available numa.max_node "
+    "numa.distance numa.node_of_cpu call barrier").split()
+CALL_RE = re.compile(r"(?<![\w.>])(?:c->)?(%s)\s*\(" % "|".join(re.escape(n) for n in CALLS_OUT))
+
+
+def strip_comments(text):
+    """The text with /* */ and // comments and string literals blanked, lines kept."""
+    out = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    out = re.sub(r'"(?:\\.|[^"\\\n])*"', lambda m: '"' + " " * (len(m.group(0)) - 2) + '"', out)
+    return re.sub(r"//[^\n]*", "", out)
+
+
+def check_calls_out(sources):
+    """Lines of {path: text} that call out without USLUB_OUT."""
+    errors = []
+    for path, text in sorted(sources.items()):
+        if not path.endswith(".c"):
+            continue
+        for n, line in enumerate(strip_comments(text).split("\n"), 1):
+            for m in CALL_RE.finditer(line):
+                if "USLUB_OUT" not in line:
+                    errors.append("%s:%d: %s() called outside USLUB_OUT" % (path, n, m.group(1)))
+    return errors
+
+
+def preload_files():
+    d = os.path.join(ROOT, "preload")
+    # bounds.c is libuslub_bounds.so's (USLUB_DEBUG=B's memcpy), no part of the allocator.
+    return {os.path.join("..", "preload", n): open(os.path.join(d, n), encoding="utf-8").read()
+            for n in os.listdir(d) if n.endswith(".c") and n != "bounds.c"}
+
+
 def main():
     layers = layer_order()
     files = core_files()
@@ -149,6 +192,18 @@ def main():
     caught = [e for e in check(planted, layers) if low[0] in e and top[0] in e]
     if not caught:
         print("test_layers: an include of %s planted in %s was not reported" % (top[0], low[0]))
+        errors.append("self-test")
+
+    out_sources = dict(files)
+    out_sources.update(preload_files())
+    out_errors = check_calls_out(out_sources)
+    for e in out_errors:
+        print(e)
+    errors += out_errors
+    # ... and must catch one planted.
+    planted = {"os/planted.c": "static void f(void) { munmap(0, 0); }\n"}
+    if not check_calls_out(planted):
+        print("test_layers: a munmap() planted outside USLUB_OUT was not reported")
         errors.append("self-test")
 
     objects = 0

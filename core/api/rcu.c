@@ -42,7 +42,7 @@ void uslub_set_rcu(call_rcu_fn call_rcu, void (*rcu_barrier)(void))
 {
 	if (!call_rcu || !rcu_barrier)
 		return;
-	pthread_mutex_lock(&batch_lock);
+	USLUB_OUT(pthread_mutex_lock(&batch_lock));
 	flavour_call_rcu = call_rcu;
 	flavour_barrier = rcu_barrier;
 	pthread_mutex_unlock(&batch_lock);
@@ -133,7 +133,7 @@ static void batch_send(struct rcu_batch *b, call_rcu_fn call)
 		return;
 	}
 	atomic_fetch_add(&uslub_rcu_stats.batches, 1);
-	call(&b->head, batch_done);
+	USLUB_OUT_VOID(call(&b->head, batch_done));
 }
 
 /* The safe points' hook (hooks.h): slabs that emptied, or an open batch grown old. */
@@ -164,7 +164,7 @@ void uslub_free_rcu(void *p)
 		uslub_classify(p, d, "uslub_free_rcu", 0, &ptr);
 	}
 	int saved = errno;
-	pthread_mutex_lock(&batch_lock);
+	USLUB_OUT(pthread_mutex_lock(&batch_lock));
 	if (!open_batch)
 		open_batch = batch_new();
 	struct rcu_batch *b = open_batch;
@@ -180,7 +180,7 @@ void uslub_free_rcu(void *p)
 	if (!stored) {
 		/* No memory for a batch: wait for a grace period here instead. */
 		struct sync_wait w = {.done = 0};
-		call(&w.head, sync_done);
+		USLUB_OUT_VOID(call(&w.head, sync_done));
 		while (!atomic_load_explicit(&w.done, memory_order_acquire))
 			uslub_os_yield();
 		uslub_free(p);
@@ -190,11 +190,11 @@ void uslub_free_rcu(void *p)
 
 void uslub_rcu_barrier(void)
 {
-	pthread_mutex_lock(&batch_lock);
+	USLUB_OUT(pthread_mutex_lock(&batch_lock));
 	struct rcu_batch *b = batch_take(true);
 	call_rcu_fn call = flavour_call_rcu;
 	void (*barrier)(void) = flavour_barrier;
 	pthread_mutex_unlock(&batch_lock);
 	batch_send(b, call);
-	barrier();
+	USLUB_OUT_VOID(barrier());
 }

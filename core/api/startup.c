@@ -41,13 +41,13 @@ static char **read_proc_environ(void)
 {
 	int saved = errno;
 	size_t len = 0, n = 0;
-	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+	int fd = USLUB_OUT(open("/proc/self/environ", O_RDONLY | O_CLOEXEC));
 	if (fd >= 0) {
 		ssize_t r;
 		while (len < sizeof(env_buf) - 1 &&
-		       (r = read(fd, env_buf + len, sizeof(env_buf) - 1 - len)) > 0)
+		       (r = USLUB_OUT(read(fd, env_buf + len, sizeof(env_buf) - 1 - len))) > 0)
 			len += (size_t)r;
-		close(fd);
+		USLUB_OUT(close(fd));
 	}
 	env_buf[len] = '\0';
 	for (size_t i = 0; i < len && n < sizeof(env_ptrs) / sizeof(env_ptrs[0]) - 1;) {
@@ -88,7 +88,7 @@ static void install_hooks(void)
 
 void uslub_init_slow(void)
 {
-	pthread_mutex_lock(&init_lock);
+	USLUB_OUT(pthread_mutex_lock(&init_lock));
 	if (atomic_load_explicit(&uslub_ready, memory_order_relaxed)) {
 		pthread_mutex_unlock(&init_lock);
 		return;
@@ -117,14 +117,14 @@ static void fork_prepare(void)
 	/* First: its holder frees objects, which takes the locks below. */
 	uslub_quarantine_lock();
 	uslub_threads_before_fork();
-	urcu_bp_before_fork();
+	USLUB_OUT_VOID(urcu_bp_before_fork());
 	uslub_lock_all();
 }
 
 static void fork_parent(void)
 {
 	uslub_unlock_all();
-	urcu_bp_after_fork_parent();
+	USLUB_OUT_VOID(urcu_bp_after_fork_parent());
 	uslub_threads_after_fork_parent();
 	uslub_quarantine_unlock();
 }
@@ -138,7 +138,7 @@ static void fork_child(void)
 	uslub_unlock_all();
 	uslub_replenish_after_fork_child();
 	/* Unlocks what urcu_bp_before_fork took, and drops the other threads' readers. */
-	urcu_bp_after_fork_child();
+	USLUB_OUT_VOID(urcu_bp_after_fork_child());
 	uslub_quarantine_unlock();
 }
 
@@ -148,7 +148,7 @@ __attribute__((constructor)) static void uslub_constructor(void)
 {
 	uslub_init();
 	uslub_node_discover();
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	USLUB_OUT(pthread_atfork(fork_prepare, fork_parent, fork_child));
 	uslub_stats_start();
 }
 

@@ -116,7 +116,7 @@ static bool put(void *object, uint64_t bytes)
 	if (bytes > limit)
 		return false; /* also USLUB_QUARANTINE=0: none */
 	q_set_next(object, NULL);
-	pthread_mutex_lock(&q_lock);
+	USLUB_OUT(pthread_mutex_lock(&q_lock));
 	if (q_tail)
 		q_set_next(q_tail, object);
 	else
@@ -145,11 +145,11 @@ void uslub_quarantine_drain(void)
 {
 	/* Bounded: what is held now, in batches; frees meanwhile add no more than they
 	 * push out. */
-	pthread_mutex_lock(&q_lock);
+	USLUB_OUT(pthread_mutex_lock(&q_lock));
 	uint64_t rounds = q_objects / RELEASE_BATCH + 1;
 	pthread_mutex_unlock(&q_lock);
 	for (uint64_t i = 0; i < rounds; i++) {
-		pthread_mutex_lock(&q_lock);
+		USLUB_OUT(pthread_mutex_lock(&q_lock));
 		void *chain = take_oldest(0, RELEASE_BATCH);
 		pthread_mutex_unlock(&q_lock);
 		if (!chain)
@@ -160,7 +160,7 @@ void uslub_quarantine_drain(void)
 
 uint64_t uslub_quarantine_held(void)
 {
-	pthread_mutex_lock(&q_lock);
+	USLUB_OUT(pthread_mutex_lock(&q_lock));
 	uint64_t n = q_objects;
 	pthread_mutex_unlock(&q_lock);
 	return n;
@@ -168,7 +168,7 @@ uint64_t uslub_quarantine_held(void)
 
 void uslub_quarantine_lock(void)
 {
-	pthread_mutex_lock(&q_lock);
+	USLUB_OUT(pthread_mutex_lock(&q_lock));
 }
 
 void uslub_quarantine_unlock(void)

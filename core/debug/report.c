@@ -60,13 +60,13 @@ void uslub_debug_print_addr(struct uslub_out *o, uintptr_t addr)
 	uslub_printf(o, "0x%lx", (unsigned long)addr);
 	if (!addr)
 		return;
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	int fd = USLUB_OUT(open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
 	if (fd < 0)
 		return;
 	char buf[4096];
 	size_t len = 0;
 	for (;;) {
-		ssize_t r = read(fd, buf + len, sizeof(buf) - len);
+		ssize_t r = USLUB_OUT(read(fd, buf + len, sizeof(buf) - len));
 		if (r <= 0)
 			break;
 		len += (size_t)r;
@@ -85,7 +85,7 @@ void uslub_debug_print_addr(struct uslub_out *o, uintptr_t addr)
 		memmove(buf, buf + used, len - used);
 		len -= used;
 	}
-	close(fd);
+	USLUB_OUT(close(fd));
 }
 
 static void hex_line(struct uslub_out *o, const char *label, const unsigned char *p, size_t n)

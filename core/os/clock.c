@@ -71,7 +71,7 @@ void uslub_os_clock(clockid_t id, struct timespec *ts)
 		atomic_store_explicit(&vdso_looked, 1, memory_order_release);
 	}
 	if (!fn || fn(id, ts) != 0)
-		syscall(SYS_clock_gettime, id, ts);
+		USLUB_OUT(syscall(SYS_clock_gettime, id, ts));
 }
 
 bool uslub_os_clock_is_vdso(void)
@@ -83,7 +83,7 @@ bool uslub_os_clock_is_vdso(void)
 
 void uslub_os_yield(void)
 {
-	syscall(SYS_sched_yield);
+	USLUB_OUT(syscall(SYS_sched_yield));
 }
 
 uint64_t uslub_os_now_ms(void)

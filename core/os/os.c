@@ -32,16 +32,16 @@ static void *map_trimmed(size_t size, size_t align, size_t keep, int flags)
 	size_t span = size + align;
 	if (span < size)
 		return errno = ENOMEM, NULL;
-	char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, ANON_RW | flags, -1, 0);
+	char *raw = USLUB_OUT(mmap(NULL, span, PROT_READ | PROT_WRITE, ANON_RW | flags, -1, 0));
 	if (raw == MAP_FAILED)
 		return NULL;
 	uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
 	size_t head = start - (uintptr_t)raw;
 	size_t tail = span - head - keep;
 	if (head)
-		munmap(raw, head);
+		USLUB_OUT(munmap(raw, head));
 	if (tail)
-		munmap((char *)start + keep, tail);
+		USLUB_OUT(munmap((char *)start + keep, tail));
 	return (void *)start;
 }
 
@@ -61,13 +61,13 @@ void *uslub_os_map_at(void *addr, size_t size)
 	int saved = errno;
 	if (uslub_os_injected_failure(FAULT_MMAP))
 		return NULL;
-	void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
-		       ANON_RW | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+	void *p = USLUB_OUT(mmap(addr, size, PROT_READ | PROT_WRITE,
+				 ANON_RW | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0));
 	if (p == MAP_FAILED)
 		return NULL;
 	if (p != addr) {
 		/* A kernel before 4.17 takes the flag for a hint and maps elsewhere. */
-		munmap(p, size);
+		USLUB_OUT(munmap(p, size));
 		errno = EEXIST;
 		return NULL;
 	}
@@ -79,11 +79,11 @@ uintptr_t uslub_os_map_top(void)
 {
 	int saved = errno;
 	long page = (long)getauxval(AT_PAGESZ);
-	void *p = mmap(NULL, (size_t)page, PROT_NONE, ANON_RW, -1, 0);
+	void *p = USLUB_OUT(mmap(NULL, (size_t)page, PROT_NONE, ANON_RW, -1, 0));
 	errno = saved;
 	if (p == MAP_FAILED)
 		return 0;
-	munmap(p, (size_t)page);
+	USLUB_OUT(munmap(p, (size_t)page));
 	return (uintptr_t)p;
 }
 
@@ -98,19 +98,19 @@ void *uslub_os_map_aligned(size_t size, size_t align, size_t min_align)
 	 * call is tried first; over-mapping for alignment costs `align` more address space,
 	 * which a tight RLIMIT_AS may not have: then an alignment that was only wished for
 	 * is given up. */
-	char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, ANON_RW, -1, 0);
+	char *p = USLUB_OUT(mmap(NULL, size, PROT_READ | PROT_WRITE, ANON_RW, -1, 0));
 	if (p == MAP_FAILED)
 		return NULL;
 	if (((uintptr_t)p & (align - 1)) == 0)
 		return errno = saved, p;
-	munmap(p, size);
+	USLUB_OUT(munmap(p, size));
 	p = map_trimmed(size, align, size, 0);
 	if (!p && min_align < align) {
-		p = mmap(NULL, size, PROT_READ | PROT_WRITE, ANON_RW, -1, 0);
+		p = USLUB_OUT(mmap(NULL, size, PROT_READ | PROT_WRITE, ANON_RW, -1, 0));
 		if (p == MAP_FAILED)
 			return NULL;
 		if ((uintptr_t)p & (min_align - 1)) {
-			munmap(p, size);
+			USLUB_OUT(munmap(p, size));
 			return errno = ENOMEM, NULL;
 		}
 	}
@@ -132,7 +132,7 @@ bool uslub_os_space_limited(void)
 int uslub_os_unmap(void *addr, size_t size)
 {
 	int saved = errno;
-	if (munmap(addr, size) != 0)
+	if (USLUB_OUT(munmap(addr, size)) != 0)
 		return -1;
 	errno = saved;
 	return 0;
@@ -143,7 +143,8 @@ void *uslub_os_map(size_t size)
 	int saved = errno;
 	if (uslub_os_injected_failure(FAULT_MMAP))
 		return NULL;
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p =
+	    USLUB_OUT(mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
 	if (p == MAP_FAILED)
 		return NULL;
 	errno = saved;
@@ -155,7 +156,7 @@ void *uslub_os_remap(void *addr, size_t old_size, size_t new_size)
 	int saved = errno;
 	if (uslub_os_injected_failure(FAULT_MREMAP))
 		return NULL;
-	void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
+	void *p = USLUB_OUT(mremap(addr, old_size, new_size, MREMAP_MAYMOVE));
 	if (p == MAP_FAILED)
 		return NULL;
 	errno = saved;
@@ -167,7 +168,7 @@ int uslub_os_release(void *addr, size_t size)
 	int saved = errno;
 	if (uslub_os_injected_failure(FAULT_MADVISE))
 		return -1;
-	if (madvise(addr, size, MADV_DONTNEED) != 0)
+	if (USLUB_OUT(madvise(addr, size, MADV_DONTNEED)) != 0)
 		return -1;
 	errno = saved;
 	return 0;
@@ -178,7 +179,7 @@ int uslub_os_protect(void *addr, size_t size, bool access)
 	int saved = errno;
 	if (uslub_os_injected_failure(FAULT_MADVISE))
 		return -1;
-	if (mprotect(addr, size, access ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
+	if (USLUB_OUT(mprotect(addr, size, access ? PROT_READ | PROT_WRITE : PROT_NONE)) != 0)
 		return -1;
 	errno = saved;
 	return 0;
@@ -188,7 +189,7 @@ void uslub_os_write(int fd, const char *buf, size_t len)
 {
 	int saved = errno;
 	while (len) {
-		ssize_t n = write(fd, buf, len);
+		ssize_t n = USLUB_OUT(write(fd, buf, len));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -205,12 +206,12 @@ unsigned uslub_os_ncpus(void)
 	/* The system call, not libc's wrapper (see the clock, below); it returns the bytes
 	 * of the mask it wrote. */
 	CPU_ZERO(&set);
-	if (syscall(SYS_sched_getaffinity, 0, sizeof(set), &set) > 0) {
+	if (USLUB_OUT(syscall(SYS_sched_getaffinity, 0, sizeof(set), &set)) > 0) {
 		int n = CPU_COUNT(&set);
 		if (n > 0)
 			return (unsigned)n;
 	}
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	long n = USLUB_OUT(sysconf(_SC_NPROCESSORS_ONLN));
 	return n > 0 ? (unsigned)n : 1;
 }
 
@@ -218,20 +219,20 @@ long uslub_os_read_file(const char *path, char *buf, size_t cap)
 {
 	int saved = errno;
 	size_t len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = USLUB_OUT(open(path, O_RDONLY | O_CLOEXEC));
 	if (fd < 0) {
 		errno = saved;
 		return -1;
 	}
 	while (len + 1 < cap) {
-		ssize_t n = read(fd, buf + len, cap - 1 - len);
+		ssize_t n = USLUB_OUT(read(fd, buf + len, cap - 1 - len));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
 		len += (size_t)n;
 	}
-	close(fd);
+	USLUB_OUT(close(fd));
 	buf[len] = '\0';
 	errno = saved;
 	return (long)len;
@@ -246,7 +247,7 @@ int uslub_os_populate(void *addr, size_t size)
 	int saved = errno;
 	if (uslub_os_injected_failure(FAULT_MADVISE))
 		return -1;
-	if (madvise(addr, size, MADV_POPULATE_WRITE) != 0) {
+	if (USLUB_OUT(madvise(addr, size, MADV_POPULATE_WRITE)) != 0) {
 		if (errno != EINVAL) /* kernels before 5.14 do not know it */
 			return -1;
 		for (size_t off = 0; off < size; off += 4096)
@@ -259,7 +260,7 @@ int uslub_os_populate(void *addr, size_t size)
 int uslub_os_hugepage(void *addr, size_t size)
 {
 	int saved = errno;
-	if (madvise(addr, size, MADV_HUGEPAGE) != 0)
+	if (USLUB_OUT(madvise(addr, size, MADV_HUGEPAGE)) != 0)
 		return -1;
 	errno = saved;
 	return 0;
@@ -268,7 +269,7 @@ int uslub_os_hugepage(void *addr, size_t size)
 int uslub_os_nohugepage(void *addr, size_t size)
 {
 	int saved = errno;
-	if (madvise(addr, size, MADV_NOHUGEPAGE) != 0)
+	if (USLUB_OUT(madvise(addr, size, MADV_NOHUGEPAGE)) != 0)
 		return -1;
 	errno = saved;
 	return 0;
@@ -278,11 +279,11 @@ int uslub_os_nohugepage(void *addr, size_t size)
 static int read_bracketed(const char *path, char *out, size_t cap)
 {
 	char buf[128];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = USLUB_OUT(open(path, O_RDONLY | O_CLOEXEC));
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	ssize_t n = USLUB_OUT(read(fd, buf, sizeof(buf) - 1));
+	USLUB_OUT(close(fd));
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
@@ -326,8 +327,8 @@ void uslub_os_futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout
 {
 	int saved = errno;
 	struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, timeout_ms >= 0 ? &ts : NULL, NULL,
-		0);
+	USLUB_OUT(syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected,
+			  timeout_ms >= 0 ? &ts : NULL, NULL, 0));
 	errno = saved;
 }
 
@@ -336,18 +337,20 @@ void uslub_os_futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout
  * child is not registered. 0, or -1 where the kernel has no such command. */
 int uslub_os_membarrier(void)
 {
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+	if (USLUB_OUT(syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)) == 0)
 		return 0;
 	if (errno != EPERM ||
-	    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+	    USLUB_OUT(syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0)) !=
+		0)
 		return -1;
-	return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
+	long rc = USLUB_OUT(syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0));
+	return rc == 0 ? 0 : -1;
 }
 
 void uslub_os_futex_wake(_Atomic uint32_t *word)
 {
 	int saved = errno;
-	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	USLUB_OUT(syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0));
 	errno = saved;
 }
 
@@ -356,16 +359,16 @@ void *uslub_os_map_shared_file(const char *path, size_t size)
 	int saved = errno;
 	if (uslub_os_injected_failure(FAULT_MMAP))
 		return NULL;
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = USLUB_OUT(open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
 	if (fd < 0)
 		return NULL;
 	void *p = MAP_FAILED;
-	if (ftruncate(fd, (off_t)size) == 0)
-		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (USLUB_OUT(ftruncate(fd, (off_t)size)) == 0)
+		p = USLUB_OUT(mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
 	int err = errno;
-	close(fd);
+	USLUB_OUT(close(fd));
 	if (p == MAP_FAILED) {
-		unlink(path);
+		USLUB_OUT(unlink(path));
 		errno = err;
 		return NULL;
 	}
@@ -376,7 +379,7 @@ void *uslub_os_map_shared_file(const char *path, size_t size)
 int uslub_os_unlink(const char *path)
 {
 	int saved = errno;
-	if (unlink(path) != 0)
+	if (USLUB_OUT(unlink(path)) != 0)
 		return -1;
 	errno = saved;
 	return 0;
@@ -400,7 +403,7 @@ int uslub_os_bind(void *addr, size_t size, unsigned node)
 	 * libnuma's mbind (node.c loads libnuma and hands it over), a plain system call
 	 * wrapper, rather than syscall(): an exported symbol a test's stand-in for libnuma
 	 * can take over (tests/numa_emu.c). */
-	if (os_mbind(addr, size, MPOL_PREFERRED, mask, sizeof(mask) * 8, 0) != 0)
+	if (USLUB_OUT(os_mbind(addr, size, MPOL_PREFERRED, mask, sizeof(mask) * 8, 0)) != 0)
 		return -1;
 	errno = saved;
 	return 0;

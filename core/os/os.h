@@ -7,6 +7,7 @@
 #ifndef USLUB_OS_H
 #define USLUB_OS_H
 
+#include "calls_out.h"
 #include "os/options.h"
 
 #include <stdbool.h>
@@ -79,9 +80,10 @@ uint64_t uslub_os_boot_ticks(void);
 /* The executable segment of the module this code is linked into: libuslub.so's code
  * when preloaded, the whole program's when linked into it. */
 void uslub_os_own_text(uintptr_t *lo, uintptr_t *hi);
-/* Whether pc, or a word of a thread's stack from sp up (at most `bytes`, to the stack's
- * end), lies in [lo, hi). True as well when the stack cannot be read. */
-bool uslub_os_stack_holds(uintptr_t sp, uintptr_t pc, uintptr_t lo, uintptr_t hi, size_t bytes);
+/* Whether a thread's stack from sp up (at most `bytes`, to the stack's end) holds the
+ * frame of a signal that interrupted code in [lo, hi) (our code): true as well when the
+ * stack cannot be read (or, off x86-64, whenever a handler is installed). */
+bool uslub_os_stack_interrupted(uintptr_t sp, uintptr_t lo, uintptr_t hi, size_t bytes);
 
 /* Resident and huge-page-backed bytes from /proc/self/smaps ("Rss", "AnonHugePages"), read
  * in a fixed buffer: over every mapping, and over the mappings for which ours(start, end)

@@ -14,13 +14,13 @@ uint64_t uslub_os_rss(void)
 	int saved = errno;
 	char buf[128];
 	uint64_t pages = 0;
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	int fd = USLUB_OUT(open("/proc/self/statm", O_RDONLY | O_CLOEXEC));
 	if (fd < 0) {
 		errno = saved;
 		return 0;
 	}
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	ssize_t n = USLUB_OUT(read(fd, buf, sizeof(buf) - 1));
+	USLUB_OUT(close(fd));
 	if (n > 0) {
 		const char *p = buf;
 		while (*p && *p != ' ')
@@ -92,11 +92,11 @@ int uslub_os_smaps(int (*ours)(uintptr_t start, uintptr_t end), struct uslub_os_
 	size_t have = 0;
 	int mine = 0;
 	memset(out, 0, sizeof(*out));
-	int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+	int fd = USLUB_OUT(open("/proc/self/smaps", O_RDONLY | O_CLOEXEC));
 	if (fd < 0)
 		return -1;
 	for (;;) {
-		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		ssize_t n = USLUB_OUT(read(fd, buf + have, sizeof(buf) - 1 - have));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -114,7 +114,7 @@ int uslub_os_smaps(int (*ours)(uintptr_t start, uintptr_t end), struct uslub_os_
 			have = 0; /* a line longer than the buffer (a long path): skip it */
 		memmove(buf, line, have);
 	}
-	close(fd);
+	USLUB_OUT(close(fd));
 	errno = saved;
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* Another thread of the process seen from outside, as the kernel shows it in
  * /proc/self/task/TID: whether it is blocked in a system call and where its user stack
- * stands then, and whether a word of that stack points into our own code. The idle drain
+ * stands then, and whether that stack holds the frame of a signal that interrupted our own
+ * code. The idle drain
  * takes a parked thread's sheaves on that evidence (thread/thread.c, "a parked thread's
  * sheaves"). Nothing here allocates. */
 #include "os/os.h"
@@ -10,6 +11,7 @@
 #include <link.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Our own executable segment, from the ELF header the linker names in every module: in
@@ -127,41 +129,89 @@ uint64_t uslub_os_boot_ticks(void)
 {
 	struct timespec ts;
 	uslub_os_clock(CLOCK_BOOTTIME, &ts);
-	long hz = sysconf(_SC_CLK_TCK);
+	long hz = USLUB_OUT(sysconf(_SC_CLK_TCK));
 	hz = hz > 0 ? hz : 100;
 	return (uint64_t)ts.tv_sec * (uint64_t)hz +
 	       (uint64_t)ts.tv_nsec / (1000000000ULL / (uint64_t)hz);
 }
 
-/* Read a page at a time with process_vm_readv, which fails cleanly past the stack's end
- * (an unmapped or guard page) where a plain load would fault. */
-bool uslub_os_stack_holds(uintptr_t sp, uintptr_t pc, uintptr_t lo, uintptr_t hi, size_t bytes)
+/* The restorers of the handlers installed now (the kernel's record of each signal's
+ * action): a signal frame on a stack starts with one (x86-64 delivers no handler without). */
+static unsigned restorers(uintptr_t *out, unsigned max)
 {
-	if (pc >= lo && pc < hi)
-		return true;
-	enum { CHUNK = 4096 };
-	uintptr_t words[CHUNK / sizeof(uintptr_t)];
-	uintptr_t at = sp & ~(uintptr_t)(sizeof(uintptr_t) - 1), stop = sp + bytes;
-	pid_t pid = getpid();
+	struct kernel_action {
+		uintptr_t handler;
+		unsigned long flags;
+		uintptr_t restorer;
+		uint64_t mask;
+	} k;
+	unsigned n = 0;
 	int saved = errno;
-	while (at < stop) {
-		size_t want = CHUNK - (at & (CHUNK - 1));
-		struct iovec local = {words, want}, remote = {(void *)at, want};
-		ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-		if (got <= 0) {
-			/* EFAULT: the end of the stack. Anything else (EPERM under a seccomp
-			 * filter): the stack cannot be read, so it may hold anything. */
-			bool unknown = got < 0 && errno != EFAULT;
-			errno = saved;
-			return unknown || at == (sp & ~(uintptr_t)(sizeof(uintptr_t) - 1));
-		}
-		for (size_t i = 0; i < (size_t)got / sizeof(uintptr_t); i++)
-			if (words[i] >= lo && words[i] < hi) {
-				errno = saved;
-				return true;
-			}
-		at += (uintptr_t)got;
+	for (int sig = 1; sig <= 64; sig++) {
+		if (USLUB_OUT(syscall(SYS_rt_sigaction, sig, NULL, &k, sizeof(k.mask))) != 0 ||
+		    k.handler <= 1 || !(k.flags & 0x04000000 /* SA_RESTORER */))
+			continue;
+		bool seen = false;
+		for (unsigned i = 0; i < n; i++)
+			seen |= out[i] == k.restorer;
+		if (!seen && n < max)
+			out[n++] = k.restorer;
 	}
 	errno = saved;
+	return n;
+}
+
+/* The interrupted program counter of a signal frame: after the restorer's address, the
+ * ucontext (flags, link, the 24-byte stack_t), whose mcontext holds r8-r15, rdi, rsi, rbp,
+ * rbx, rdx, rax, rcx, rsp and then rip: 22 words on. */
+#define FRAME_RIP_WORD 22
+
+/* A thread's stack from sp up, read a page at a time with process_vm_readv, which fails
+ * cleanly past the stack's end (an unmapped or guard page) where a plain load would
+ * fault. Called by the one drain at a time (under the registry lock), so one buffer. */
+static uintptr_t stack_words[(64 << 10) / sizeof(uintptr_t)];
+
+bool uslub_os_stack_interrupted(uintptr_t sp, uintptr_t lo, uintptr_t hi, size_t bytes)
+{
+#if defined(__x86_64__)
+	uintptr_t r[16];
+	unsigned nr = restorers(r, 16);
+	if (!nr)
+		return false;
+	if (bytes > sizeof(stack_words))
+		bytes = sizeof(stack_words);
+	uintptr_t at = sp & ~(uintptr_t)(sizeof(uintptr_t) - 1);
+	size_t got = 0;
+	pid_t pid = getpid();
+	int saved = errno;
+	while (got < bytes) {
+		size_t want = 4096 - ((at + got) & 4095);
+		want = want < bytes - got ? want : bytes - got;
+		struct iovec local = {(char *)stack_words + got, want};
+		struct iovec remote = {(void *)(at + got), want};
+		ssize_t n = USLUB_OUT(process_vm_readv(pid, &local, 1, &remote, 1, 0));
+		if (n <= 0) {
+			/* EFAULT: the end of the stack. Anything else (EPERM under a seccomp
+			 * filter): the stack cannot be read, so it may hold anything. */
+			bool unknown = (n < 0 && errno != EFAULT) || got == 0;
+			errno = saved;
+			if (unknown)
+				return true;
+			break;
+		}
+		got += (size_t)n;
+	}
+	errno = saved;
+	size_t words = got / sizeof(uintptr_t);
+	for (size_t i = 0; i + FRAME_RIP_WORD < words; i++)
+		for (unsigned k = 0; k < nr; k++)
+			if (stack_words[i] == r[k] && stack_words[i + FRAME_RIP_WORD] >= lo &&
+			    stack_words[i + FRAME_RIP_WORD] < hi)
+				return true;
 	return false;
+#else
+	uintptr_t r[1];
+	(void)sp, (void)lo, (void)hi, (void)bytes;
+	return restorers(r, 1) != 0;
+#endif
 }

@@ -115,20 +115,20 @@ static bool several_nodes_online(void)
 static bool load_libnuma(void)
 {
 	void *lib = RTLD_DEFAULT;
-	if (!dlsym(lib, "numa_available")) {
+	if (!USLUB_OUT(dlsym(lib, "numa_available"))) {
 		/* Most machines have one node: they never load libnuma. */
 		if (!several_nodes_online())
 			return false;
-		lib = numa_lib = dlopen("libnuma.so.1", RTLD_NOW | RTLD_LOCAL);
+		lib = numa_lib = USLUB_OUT(dlopen("libnuma.so.1", RTLD_NOW | RTLD_LOCAL));
 		if (!lib)
 			return false;
 	}
 	/* POSIX's way to turn dlsym's void * into a function pointer. */
-	*(void **)&numa.available = dlsym(lib, "numa_available");
-	*(void **)&numa.max_node = dlsym(lib, "numa_max_node");
-	*(void **)&numa.distance = dlsym(lib, "numa_distance");
-	*(void **)&numa.node_of_cpu = dlsym(lib, "numa_node_of_cpu");
-	numa.mbind = dlsym(lib, "mbind");
+	*(void **)&numa.available = USLUB_OUT(dlsym(lib, "numa_available"));
+	*(void **)&numa.max_node = USLUB_OUT(dlsym(lib, "numa_max_node"));
+	*(void **)&numa.distance = USLUB_OUT(dlsym(lib, "numa_distance"));
+	*(void **)&numa.node_of_cpu = USLUB_OUT(dlsym(lib, "numa_node_of_cpu"));
+	numa.mbind = USLUB_OUT(dlsym(lib, "mbind"));
 	return numa.available && numa.max_node && numa.distance && numa.node_of_cpu && numa.mbind;
 }
 
@@ -137,7 +137,7 @@ static bool load_libnuma(void)
 static void unload_libnuma(void)
 {
 	if (numa_lib)
-		dlclose(numa_lib);
+		USLUB_OUT(dlclose(numa_lib));
 	numa_lib = NULL;
 }
 
@@ -145,7 +145,7 @@ void uslub_node_discover(void)
 {
 	if (!auto_mode || !load_libnuma())
 		return;
-	int max = numa.available() < 0 ? 0 : numa.max_node();
+	int max = USLUB_OUT(numa.available()) < 0 ? 0 : USLUB_OUT(numa.max_node());
 	if (max < 1) {
 		unload_libnuma();
 		return; /* one node: nothing to spread, nothing to search */
@@ -158,9 +158,10 @@ void uslub_node_discover(void)
 	}
 	for (unsigned i = 0; i < n; i++)
 		for (unsigned j = 0; j < n; j++)
-			uslub_topo.distance[i][j] = (unsigned char)numa.distance((int)i, (int)j);
+			uslub_topo.distance[i][j] =
+			    (unsigned char)USLUB_OUT(numa.distance((int)i, (int)j));
 	for (unsigned c = 0; c < NODE_CPUS; c++) {
-		int node = numa.node_of_cpu((int)c);
+		int node = USLUB_OUT(numa.node_of_cpu((int)c));
 		uslub_topo.cpu_node[c] = (unsigned char)(node >= 0 ? (unsigned)node % n : 0);
 	}
 	uslub_os_use_mbind(numa.mbind);

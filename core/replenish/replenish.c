@@ -209,10 +209,10 @@ void uslub_replenish_start(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&thread, NULL, replenish_main, NULL);
+	int rc = USLUB_OUT(pthread_create(&thread, NULL, replenish_main, NULL));
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc == 0) {
-		pthread_setname_np(thread, "uslub-replenish");
+		USLUB_OUT(pthread_setname_np(thread, "uslub-replenish"));
 		atomic_store(&running, 1);
 		uslub_replenish_stats.starts++;
 	}
@@ -235,7 +235,7 @@ void uslub_replenish_stop(void)
 	atomic_store(&stop_requested, 1);
 	atomic_fetch_add(&kick_seq, 1);
 	uslub_os_futex_wake(&kick_seq);
-	pthread_join(thread, NULL);
+	USLUB_OUT(pthread_join(thread, NULL));
 	atomic_store(&running, 0);
 }
 

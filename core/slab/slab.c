@@ -382,7 +382,7 @@ static unsigned carve_count(const struct uslub_cache *c, unsigned capacity, unsi
 static void construct(const struct uslub_cache *c, char *first, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
-		c->ctor(first + (size_t)i * c->stride + c->user_off);
+		USLUB_OUT_VOID(c->ctor(first + (size_t)i * c->stride + c->user_off));
 }
 
 void *uslub_slab_carve(struct uslub_cache *c, struct page_desc *s, void **tail, unsigned *count)

@@ -60,7 +60,7 @@ static void *live_thread(void *arg)
 	(void)arg;
 	for (uint64_t n = 1; !atomic_load_explicit(&stopping, memory_order_relaxed); n++) {
 		struct timespec ts = {0, LIVE_PERIOD_MS * 1000000L};
-		nanosleep(&ts, NULL);
+		USLUB_OUT(nanosleep(&ts, NULL));
 		if (!atomic_load_explicit(&stopping, memory_order_relaxed))
 			publish(n);
 	}
@@ -99,7 +99,7 @@ void uslub_live_start(void)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_t tid;
-	int rc = pthread_create(&tid, &attr, live_thread, NULL);
+	int rc = USLUB_OUT(pthread_create(&tid, &attr, live_thread, NULL));
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
@@ -108,7 +108,7 @@ void uslub_live_start(void)
 			      path);
 		return;
 	}
-	pthread_setname_np(tid, "uslub-live");
+	USLUB_OUT(pthread_setname_np(tid, "uslub-live"));
 }
 
 void uslub_live_stop(void)

@@ -60,7 +60,7 @@ static void read_counters(struct snap *s)
 		s->threads = 0;
 		s->pcp_pages = 0;
 		s->medium_pages = 0;
-		urcu_bp_read_lock();
+		USLUB_OUT_VOID(urcu_bp_read_lock());
 		for (struct uslub_thread *t = __atomic_load_n(&uslub_registry, __ATOMIC_ACQUIRE); t;
 		     t = __atomic_load_n(&t->reg_next, __ATOMIC_ACQUIRE)) {
 			if (t != &uslub_orphan_thread)
@@ -271,7 +271,7 @@ uint64_t uslub_stats_active_objects(unsigned cls)
 			allocs += load(&uslub_caches[cls].stat[in[k]]);
 			frees += load(&uslub_caches[cls].stat[out[k]]);
 		}
-		urcu_bp_read_lock();
+		USLUB_OUT_VOID(urcu_bp_read_lock());
 		for (struct uslub_thread *t = __atomic_load_n(&uslub_registry, __ATOMIC_ACQUIRE); t;
 		     t = __atomic_load_n(&t->reg_next, __ATOMIC_ACQUIRE))
 			for (unsigned k = 0; k < 2; k++) {

@@ -46,7 +46,7 @@ static int open_stats_file(void)
 		}
 	}
 	path[n] = '\0';
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = USLUB_OUT(open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
 	if (fd < 0)
 		uslub_message("uslub: cannot open USLUB_STATS_FILE %s; writing to stderr\n", path);
 	return fd;
@@ -64,12 +64,12 @@ static void save_stderr(void)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 64)
 		low = (int)(rl.rlim_cur > 1024 ? 1024 : rl.rlim_cur) - 32;
 	struct stat st;
-	int fd = fcntl(2, F_DUPFD_CLOEXEC, low);
+	int fd = USLUB_OUT(fcntl(2, F_DUPFD_CLOEXEC, low));
 	if (fd < 0)
-		fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
-	if (fd < 0 || fstat(fd, &st) != 0) {
+		fd = USLUB_OUT(fcntl(2, F_DUPFD_CLOEXEC, 3));
+	if (fd < 0 || USLUB_OUT(fstat(fd, &st)) != 0) {
 		if (fd >= 0)
-			close(fd);
+			USLUB_OUT(close(fd));
 		return;
 	}
 	saved_dev = st.st_dev;
@@ -82,8 +82,8 @@ static void save_stderr(void)
 static int stderr_fd(void)
 {
 	struct stat st;
-	if (saved_stderr >= 0 && fstat(saved_stderr, &st) == 0 && st.st_dev == saved_dev &&
-	    st.st_ino == saved_ino)
+	if (saved_stderr >= 0 && USLUB_OUT(fstat(saved_stderr, &st)) == 0 &&
+	    st.st_dev == saved_dev && st.st_ino == saved_ino)
 		return saved_stderr;
 	return 2;
 }
@@ -113,5 +113,5 @@ __attribute__((destructor)) void uslub_stats_dump_at_exit(void)
 		fd = stderr_fd();
 	uslub_stats_emit(fd, uslub_config.stats == USLUB_STATS_JSON);
 	if (fd != 2 && fd != saved_stderr)
-		close(fd);
+		USLUB_OUT(close(fd));
 }

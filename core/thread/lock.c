@@ -8,7 +8,7 @@ void uslub_lock_all(void)
 {
 	uslub_lock(&uslub_orphan_lock, USLUB_LOCK_ORPHAN);
 	uslub_lock(&uslub_registry_lock, USLUB_LOCK_REGISTRY);
-	pthread_mutex_lock(&uslub_stat_lock);
+	USLUB_OUT(pthread_mutex_lock(&uslub_stat_lock));
 	for (unsigned i = 0; i < USLUB_NR_CACHES; i++)
 		for (unsigned n = 0; n < uslub_nr_nodes; n++)
 			uslub_lock(&cache_node_of(&uslub_caches[i], n)->list_lock, USLUB_LOCK_LIST);

@@ -102,7 +102,7 @@ static void registry_del(struct uslub_thread *t)
 	pthread_mutex_unlock(&uslub_registry_lock);
 	/* A reader may still stand on t: wait until every read-side section that could have
 	 * seen it has ended before the caller frees it. */
-	urcu_bp_synchronize_rcu();
+	USLUB_OUT_VOID(urcu_bp_synchronize_rcu());
 }
 
 /* The calling thread's own state once made, published in uslub_tls_thread or not yet
@@ -183,7 +183,7 @@ _Atomic unsigned long uslub_fold_seq;
  * once; uslub_fold_seq, odd during the fold, tells a reader that raced with it to retry. */
 void uslub_stats_fold(struct uslub_thread *t)
 {
-	pthread_mutex_lock(&uslub_stat_lock);
+	USLUB_OUT(pthread_mutex_lock(&uslub_stat_lock));
 	atomic_fetch_add_explicit(&uslub_fold_seq, 1, memory_order_acq_rel);
 	for (unsigned i = 0, n = uslub_caches_in_use(); i < n; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
@@ -378,7 +378,7 @@ void uslub_threads_init(void)
 /* The sweep is kept out while the process forks (startup.c takes every other lock). */
 void uslub_threads_before_fork(void)
 {
-	pthread_mutex_lock(&sweep_lock);
+	USLUB_OUT(pthread_mutex_lock(&sweep_lock));
 }
 
 void uslub_threads_after_fork_parent(void)
@@ -427,41 +427,42 @@ static void drain_state(struct uslub_thread *t)
  * and no lock (up to 28 objects a cache, and up to 17 MiB of medium blocks a thread), so
  * the drain may only take them from a thread that is provably outside the allocator and
  * will stay out of them. The evidence is the kernel's, read from outside, as RCU takes a
- * CPU that is idle or in user mode for quiescent without asking it:
+ * CPU that is idle or in user mode for quiescent without asking it; the fast paths pay
+ * nothing for it:
  *
  *  1. Unpublish: the drain, holding slow_lock, sets `parked` and swaps the owner's
  *     uslub_tls_thread from the state to the shared empty state (a compare-and-swap on
  *     the owner's TLS word, found through tls_slot). Every fast path from now on finds
  *     empty sheaves and a closed free path, and goes to a slow path, which meets
  *     `parked` (uslub_thread_state) and waits for slow_lock.
- *  2. Look: /proc/self/task/TID/syscall says the thread is blocked in a system call, and
- *     neither its program counter nor a word of its stack from the stack pointer up
- *     (STACK_LOOK bytes) lies in our code. A fast path makes no system call, and a
- *     slow path, a signal handler that interrupted us or a callback of ours would leave
- *     a return address of ours there. So every fast path that read the state before the
- *     swap has finished, and the thread runs none until the call returns, after the swap,
- *     whose value it then reads.
+ *  2. Look: /proc/self/task/TID/syscall says the thread is blocked in a system call, its
+ *     program counter is not in our code, its uslub_tls_out is 0 (the call is not one the
+ *     allocator made: every call of ours that may sleep or run code not ours is counted
+ *     there, calls_out.h), and its stack holds no frame of a signal that interrupted our
+ *     code (a handler that waits, as garbage collectors stop threads, with a fast path
+ *     half done under it). A fast path makes no system call, so every fast path that read
+ *     the state before the swap has finished, and the thread runs none until the call
+ *     returns, after the swap, whose value it then reads.
  *  3. Take: the sheaves' objects to their slabs, the medium blocks through the thread's
  *     medium-block cache to their zones. The owner's next slow path publishes the state
  *     again with its sheaves empty and open.
  *
- * A look that fails leaves the thread unpublished (its next slow path publishes it again,
- * one slow path's cost), and the drain tries again a few periods later: a thread that
- * runs only fast paths for a while is not parked. A stale return address of ours left on
- * the stack makes a false "in the allocator": the sheaves stay, never the other way round.
- * Before the swap, the thread must be the state's own: it exists, is blocked (its memory
- * cannot go while it is), and started before the state was made, so a newer thread with
- * the tid of one gone without our key destructor (thread.c, reaping) is not taken for it.
- * What is left: a state made in the last round of key destructors, whose thread, seen
- * blocked, wakes, exits and has its stack unmapped between the look and the swap - a few
- * instructions - would fault the swap.
- * A thread running its key destructor has already swapped its word to the dead state, so
- * the swap fails, and its teardown waits for slow_lock. A thread blocked in vfork or clone
- * is not taken: a vfork child runs on its memory and TLS meanwhile, unseen.
+ * The look is also made before the swap, so a running thread is not disturbed; a second
+ * look that fails leaves the thread unpublished (its next slow path publishes it again,
+ * one slow path's cost), and the drain tries again a few periods later. A thread blocked
+ * in vfork or clone is not taken: a vfork child runs on its memory and TLS meanwhile,
+ * unseen. Before the swap, the thread must be the state's own: it exists, is blocked (its
+ * memory cannot go while it is), and started before the state was made, so a newer thread
+ * with the tid of one gone without our key destructor (thread.c, reaping) is not taken for
+ * it. A thread running its key destructor has already swapped its word to the dead state,
+ * so the swap fails, and its teardown waits for slow_lock. What is left: a state made in
+ * the last round of key destructors, whose thread, seen blocked, wakes, exits and has its
+ * stack unmapped between the look and the swap - a few instructions - would fault the swap.
  *
  * Not under valgrind, which runs the program's code on stacks of its own choosing, nor
  * ThreadSanitizer, which cannot see the kernel's word as an order; where /proc is not
- * mounted or the stack cannot be read, the sheaves stay as before. */
+ * mounted or a stack cannot be read, the sheaves stay as before. */
+/* How far up a stack signal frames are looked for. */
 #define STACK_LOOK (64 << 10)
 /* Periods an idle thread's sheaves are tried for before the drain gives up until it is
  * active again. */
@@ -508,7 +509,9 @@ static bool lends_itself(long nr)
 	return nr == SYS_clone;
 }
 
-/* Blocked in a system call outside our code, and the state's own thread. */
+/* Blocked in a system call of its own, not one of ours (uslub_tls_out, found beside its
+ * uslub_tls_thread: both lie in our module's TLS block, at the same distance in every
+ * thread), nor in a signal handler that interrupted our code; and the state's own thread. */
 static bool thread_outside(const struct uslub_thread *t)
 {
 	struct uslub_os_task task;
@@ -516,8 +519,16 @@ static bool thread_outside(const struct uslub_thread *t)
 	if (uslub_os_task_look(t->tid, &task) != 0 || task.start_ticks > t->made_ticks ||
 	    task.syscall < 0 || lends_itself(task.syscall))
 		return false;
+	/* Each address made whole before the difference: a difference of two TLS offsets
+	 * taken from the GOT is an instruction the linker cannot relax in a static program. */
+	uintptr_t out_at = (uintptr_t)&uslub_tls_out, state_at = (uintptr_t)&uslub_tls_thread;
+	__asm__("" : "+r"(out_at), "+r"(state_at));
+	const unsigned *out = (const unsigned *)((uintptr_t)t->tls_slot + (out_at - state_at));
+	if (__atomic_load_n(out, __ATOMIC_RELAXED))
+		return false;
 	uslub_os_own_text(&lo, &hi);
-	return !uslub_os_stack_holds(task.sp, task.pc, lo, hi, STACK_LOOK);
+	return (task.pc < lo || task.pc >= hi) &&
+	       !uslub_os_stack_interrupted(task.sp, lo, hi, STACK_LOOK);
 }
 
 /* Under slow_lock. True when done with: taken, or nothing to take. */
