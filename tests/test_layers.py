@@ -16,6 +16,10 @@ Given the built engine (libuslub_core.a), the same order is checked on what the 
 link to: no object refers to a function or variable defined by an object of a later
 layer. This catches what an include cannot show (a local `extern` declaration).
 
+And every call of core/ and preload/ that may sleep in the kernel or runs code not ours
+is made inside USLUB_OUT (core/calls_out.h), on its line, so the idle drain can tell a
+thread parked in a call of its own; a call planted without it must be reported.
+
 Usage: test_layers.py [SOURCE_ROOT [LIBUSLUB_CORE_A]]
 """
 import os
