@@ -18,7 +18,7 @@
  *
  * Linked (-DUSLUB_PREFIXED), the test calls the drain's looks itself (no background
  * thread) and looks at the states:
- *   - a thread parked in usleep: after the looks its sheaves are empty, its state
+ *   - a thread parked in read: after the looks its sheaves are empty, its state
  *     unpublished; woken, it publishes it again and allocates;
  *   - a thread blocked in a call the allocator made (uslub_rcu_barrier into an RCU
  *     flavour that waits on a pipe): its sheaves stay;
@@ -466,9 +466,12 @@ static void *holder_thread(void *arg)
 		while (atomic_load(&h->phase) < 2)
 			churn(9); /* stopped somewhere in here by the signal */
 	} else {
+		/* Parked for good in one call, not in a loop of short sleeps that a look
+		 * could find between two. */
+		char c;
 		atomic_store(&h->phase, 1);
-		while (atomic_load(&h->phase) < 2)
-			usleep(1000);
+		while (read(h->pipe[0], &c, 1) < 0)
+			;
 	}
 	churn(11);
 	h->republished = uslub_tls_thread == h->state && !h->state->parked;
@@ -491,22 +494,25 @@ static void looks_one_by_one(void)
 	pthread_t t;
 	unsigned long taken = uslub_threads_parked;
 
+	CHECK(pipe(h.pipe) == 0);
 	pthread_create(&t, NULL, holder_thread, &h);
 	wait_phase(&h, 1);
 	if (!held(h.state) || TSAN_BUILD) {
 		/* ASan makes every cache a debug cache, which has no sheaves; under
 		 * ThreadSanitizer the drain leaves them (thread.c). */
 		printf("    no sheaves to take in this build: skipped\n");
-		atomic_store(&h.phase, 2);
+		CHECK(write(h.pipe[1], "x", 1) == 1);
 		pthread_join(t, NULL);
 		return;
 	}
 	drain_looks();
-	CHECKF(held(h.state) == 0, "parked in usleep: its sheaves taken (%u left)", held(h.state));
+	CHECKF(held(h.state) == 0, "parked in read: its sheaves taken (%u left)", held(h.state));
 	CHECKF(h.state->parked, "... and its state unpublished");
 	CHECK_EQ(uslub_threads_parked, taken + 1);
-	atomic_store(&h.phase, 2);
+	CHECK(write(h.pipe[1], "x", 1) == 1);
 	pthread_join(t, NULL);
+	close(h.pipe[0]);
+	close(h.pipe[1]);
 	CHECKF(h.republished, "woken, it published its state again");
 
 	h = (struct holder){.how = HOLD_BARRIER};
