@@ -409,6 +409,26 @@ int uslub_os_bind(void *addr, size_t size, unsigned node)
 	return 0;
 }
 
+/* The span of a loaded module's PT_LOAD segments (those with all of `flags`, 0 for all),
+ * from its ELF header: [*lo, *hi), or *hi 0 when it has none. */
+static void elf_span(const ElfW(Ehdr) * eh, unsigned flags, uintptr_t *lo, uintptr_t *hi)
+{
+	const ElfW(Phdr) *ph = (const void *)((const char *)eh + eh->e_phoff);
+	uintptr_t base = (uintptr_t)eh, l = UINTPTR_MAX, h = 0;
+	for (unsigned i = 0; i < eh->e_phnum && i < 64; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
+			base = (uintptr_t)eh - ph[i].p_vaddr;
+	for (unsigned i = 0; i < eh->e_phnum && i < 64; i++) {
+		if (ph[i].p_type != PT_LOAD || (ph[i].p_flags & flags) != flags)
+			continue;
+		uintptr_t s = base + ph[i].p_vaddr, e = s + ph[i].p_memsz;
+		l = s < l ? s : l;
+		h = e > h ? e : h;
+	}
+	*lo = h ? l : 0;
+	*hi = h;
+}
+
 /* The dynamic linker's mapping, from its ELF header at AT_BASE: glibc's loader frees a
  * finished thread's TLS while libc holds dl_stack_cache_lock (hooks.h, safe points). Read
  * once; a race reads the same values. */
@@ -419,13 +439,25 @@ bool uslub_os_in_ldso(const void *addr)
 		const ElfW(Ehdr) *eh = (const void *)getauxval(AT_BASE);
 		if (!eh)
 			return false;
-		const ElfW(Phdr) *ph = (const void *)((const char *)eh + eh->e_phoff);
-		uintptr_t end = 0;
-		for (unsigned i = 0; i < eh->e_phnum && i < 64; i++)
-			if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr + ph[i].p_memsz > end)
-				end = ph[i].p_vaddr + ph[i].p_memsz;
-		lo = (uintptr_t)eh;
-		hi = lo + end;
+		elf_span(eh, 0, &lo, &hi);
 	}
 	return (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+}
+
+/* Our own executable segment, from the ELF header the linker names in every module: in
+ * libuslub.so, the library's code; linked into a program, the program's. */
+extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+
+void uslub_os_own_text(uintptr_t *lo, uintptr_t *hi)
+{
+	static uintptr_t text_lo, text_hi;
+	if (!__atomic_load_n(&text_hi, __ATOMIC_ACQUIRE)) {
+		uintptr_t l, h;
+		elf_span(&__ehdr_start, PF_X, &l, &h);
+		/* No executable segment found: all of the address space, so nothing passes. */
+		text_lo = h ? l : 0;
+		__atomic_store_n(&text_hi, h ? h : UINTPTR_MAX, __ATOMIC_RELEASE);
+	}
+	*lo = text_lo;
+	*hi = __atomic_load_n(&text_hi, __ATOMIC_ACQUIRE);
 }

@@ -77,9 +77,6 @@ struct uslub_os_task {
 int uslub_os_task_look(int tid, struct uslub_os_task *out);
 /* Now, in the same ticks (CLOCK_BOOTTIME through the vDSO). */
 uint64_t uslub_os_boot_ticks(void);
-/* The executable segment of the module this code is linked into: libuslub.so's code
- * when preloaded, the whole program's when linked into it. */
-void uslub_os_own_text(uintptr_t *lo, uintptr_t *hi);
 /* Whether a thread's stack from sp up (at most `bytes`, to the stack's end) holds the
  * frame of a signal that interrupted code in [lo, hi) (our code): true as well when the
  * stack cannot be read (or, off x86-64, whenever a handler is installed). */
@@ -135,6 +132,9 @@ void uslub_os_yield(void);
 /* Whether addr lies in the dynamic linker (ld.so), whose frees may come with libc's
  * internal locks held. */
 bool uslub_os_in_ldso(const void *addr);
+/* The executable segment of the module this code is linked into: libuslub.so's code
+ * when preloaded, the whole program's when linked into it. */
+void uslub_os_own_text(uintptr_t *lo, uintptr_t *hi);
 /* Milliseconds of CLOCK_MONOTONIC_COARSE: a vDSO read, no system call - the clock of the
  * decay, the barns' decay and the huge-mapping cache's expiry. */
 uint64_t uslub_os_now_ms(void);

@@ -1,47 +1,15 @@
 /* Another thread of the process seen from outside, as the kernel shows it in
  * /proc/self/task/TID: whether it is blocked in a system call and where its user stack
  * stands then, and whether that stack holds the frame of a signal that interrupted our own
- * code. The idle drain
- * takes a parked thread's sheaves on that evidence (thread/thread.c, "a parked thread's
- * sheaves"). Nothing here allocates. */
+ * code. The idle drain takes a parked thread's sheaves on that evidence (thread/thread.c,
+ * "a parked thread's sheaves"). Nothing here allocates. */
 #include "os/os.h"
 
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-/* Our own executable segment, from the ELF header the linker names in every module: in
- * libuslub.so, the library's code; linked into a program, the program's. */
-extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
-
-void uslub_os_own_text(uintptr_t *lo, uintptr_t *hi)
-{
-	static uintptr_t text_lo, text_hi;
-	if (!text_hi) {
-		const ElfW(Ehdr) *eh = &__ehdr_start;
-		const ElfW(Phdr) *ph = (const void *)((const char *)eh + eh->e_phoff);
-		uintptr_t base = 0, l = UINTPTR_MAX, h = 0;
-		for (unsigned i = 0; i < eh->e_phnum && i < 64; i++)
-			if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
-				base = (uintptr_t)eh - ph[i].p_vaddr;
-		for (unsigned i = 0; i < eh->e_phnum && i < 64; i++) {
-			if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X))
-				continue;
-			uintptr_t s = base + ph[i].p_vaddr, e = s + ph[i].p_memsz;
-			l = s < l ? s : l;
-			h = e > h ? e : h;
-		}
-		/* No executable segment found: all of the address space, so nothing passes. */
-		text_lo = h ? l : 0;
-		__atomic_store_n(&text_hi, h ? h : UINTPTR_MAX, __ATOMIC_RELEASE);
-	}
-	*lo = text_lo;
-	*hi = __atomic_load_n(&text_hi, __ATOMIC_ACQUIRE);
-}
 
 static const char *skip_spaces(const char *p, const char *end)
 {
