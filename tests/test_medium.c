@@ -278,8 +278,11 @@ static void medium_sheaves(void)
 	CHECK_EQ(msheaf(MEDIUM_MAX_PAGES)->sheaf_count, before);
 	FREE(big);
 
-	/* A full sheaf sends its older blocks to the medium-block cache, their tests
-	 * cleared (the heap check looks at every page's test). */
+	/* A full sheaf sends its older blocks to the medium-block cache, where they keep
+	 * their tests and their free marks (a second free stops on the fast path:
+	 * test_bad_input), so a refill writes no test line that other threads' frees read;
+	 * handed out again they are unmarked, and flushed out of the cache their tests go
+	 * (the heap check looks at every page's test). */
 	enum { MANY = 64 };
 	static void *blocks[MANY];
 	for (unsigned i = 0; i < MANY; i++)
@@ -289,11 +292,27 @@ static void medium_sheaves(void)
 		CHECK(msheaf(3)->sheaf_count <= msheaf(3)->sheaf_cap);
 	}
 	CHECK(uslub_tls_thread->medium.count[3] > 0);
+	unsigned kept = 0;
+	for (unsigned i = 0; i < MANY; i++)
+		if (page_desc_of(blocks[i])->flags & PF_CACHED) {
+			CHECK(tested_as(blocks[i], 3) && is_marked_free(blocks[i]));
+			kept++;
+		}
+	CHECK(kept > 0);
 	struct uslub_check chk;
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
 	CHECK_EQ(chk.cached_large_pages, uslub_tls_thread->medium.pages +
 					     msheaf_pages(uslub_tls_thread) +
 					     uslub_medium_depot_pages());
+	for (unsigned i = 0; i < MANY; i++) {
+		blocks[i] = MALLOC(medium_fits(3));
+		CHECK(tested_as(blocks[i], 3) && !is_marked_free(blocks[i]));
+	}
+	for (unsigned i = 0; i < MANY; i++)
+		FREE(blocks[i]);
+	MALLOC_TRIM(0);
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	CHECK_EQ(chk.cached_large_pages, 0);
 
 	/* Resized in place, a block's test follows its page count: 5 pages, then 40 (past
 	 * the sheaves' sizes: no test), then 4. */

@@ -200,18 +200,23 @@ static void check_free_test(struct walk *w, struct page_desc *d, size_t len)
 {
 	bool slab = d->kind == PAGE_SLAB && d->cls < USLUB_NR_CACHES;
 	const struct page_test *e = page_test_of(d);
-	/* A medium block the program holds, or a medium sheaf, carries the test of its
-	 * sheaf on its first page (types.h, MSHEAF_*); in a medium-block cache, none. */
-	bool medium = d->kind == PAGE_LARGE && !(d->flags & PF_CACHED) && e->objects &&
-		      len >= MEDIUM_MIN_PAGES && len <= MSHEAF_MAX_PAGES;
+	/* A medium block held, in a sheaf, or cached from one (marked free: slab.h,
+	 * medium_tests_set) carries its sheaf's test on its first page; others none. */
+	bool cached = d->flags & PF_CACHED, medium = d->kind == PAGE_LARGE && e->objects &&
+						     len >= MEDIUM_MIN_PAGES &&
+						     len <= MSHEAF_MAX_PAGES;
+	void *start = !cached ? uslub_large_start(d)
+			      : (char *)page_address(d) +
+				    (medium_colorable((unsigned)len) ? medium_color_of(d) : 0);
+	if (medium && cached && !is_marked_free(start))
+		bad(w, "cached block %p: free's test kept but not marked free", start);
 	for (size_t k = 0; k < len; k++) {
 		bool ok = slab ? e[k].cpu_off == CPU_OFF(d->cls) &&
 				     e[k].start == (uint32_t)(uintptr_t)page_address(d) &&
 				     e[k].objects == d->objects
 			  : medium && k == 0
 			      ? e[k].cpu_off == MCPU_OFF(len) &&
-				    e[k].start == (uint32_t)(uintptr_t)uslub_large_start(d) &&
-				    e[k].objects == 1
+				    e[k].start == (uint32_t)(uintptr_t)start && e[k].objects == 1
 			      : e[k].cpu_off == 0 && e[k].objects == 0;
 		if (!ok)
 			bad(w,

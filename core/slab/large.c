@@ -171,7 +171,7 @@ static inline void release(struct page_desc *d)
 		medium_tests_clear(d);
 	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
 		bool locked = uslub_medium_enter(t);
-		bool cached = uslub_medium_free(t, d, (unsigned)npages);
+		bool cached = uslub_medium_free(t, d, (unsigned)npages, false);
 		uslub_medium_exit(t, locked);
 		if (cached)
 			return;

@@ -382,6 +382,9 @@ static noinline void flush(struct uslub_thread *t, unsigned keep, unsigned first
 			continue;
 		}
 		batch[k] = medium_bin_pop(m, n);
+		/* Out of the thread's cache: a test its sheaf left goes (slab.h). */
+		if (medium_tested(batch[k]))
+			medium_tests_clear(batch[k]);
 		pages[k++] = (uint16_t)n;
 		take--;
 		flushed++;
@@ -395,11 +398,11 @@ static noinline void flush(struct uslub_thread *t, unsigned keep, unsigned first
 	medium_stat(t, MEDIUM_FLUSH, flushed);
 }
 
-bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n)
+bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned n, bool sheafed)
 {
 	if (unlikely(region_of(d)->nid != t->medium_node))
 		return false;
-	if (medium_tested(d))
+	if (!sheafed && medium_tested(d))
 		medium_tests_clear(d);
 	d->flags = PF_CACHED;
 	medium_bin_push(&t->medium, d, n);

@@ -108,15 +108,31 @@ static inline bool medium_testable(unsigned n)
 	       !uslub_block_pad;
 }
 /* The test on the first page of block d of n pages: its start, one object, its page
- * count's medium sheaf. Set while the block is the program's or in a sheaf; clear (0)
- * while it is in a medium-block cache, a depot or a zone, so free's slow path sees those.
- * Only the first page: the block's start is the one pointer free may be given, and its
- * other pages keep the test 0 of pages that are no slab's, which sends a pointer into them
- * to the slow path's report as surely (a test on each of 32 pages was 32 stores, and four
- * lines, every time a block went into a sheaf or out of one). */
+ * count's medium sheaf. Set while the block is the program's or in a sheaf, and kept
+ * while a block a sheaf spilled waits in its thread's medium-block cache (still marked
+ * free, so a second free stops on the fast path as in the sheaf); clear (0) in a depot
+ * or a zone, and for a block the cache took from anywhere else, so free's slow path sees
+ * those. Kept, the sheaf's spills and refills write no test: a line of tests covers 8
+ * pages, those of other threads' blocks too, whose frees read it - rewritten at each
+ * spill and refill, it made two threads replacing 8-32 KiB blocks run at one thread's
+ * speed (README, "Threads and medium blocks"). Only the first page: the block's start is
+ * the one pointer free may be given, and its other pages keep the test 0 of pages that
+ * are no slab's, which sends a pointer into them to the slow path's report as surely (a
+ * test on each of 32 pages was 32 stores, and four lines, every time a block went into a
+ * sheaf or out of one). */
+static inline struct page_test medium_test(unsigned n, const void *start)
+{
+	return (struct page_test){(uint32_t)(uintptr_t)start, 1, MCPU_OFF(n)};
+}
 static inline void medium_tests_set(struct page_desc *d, unsigned n, const void *start)
 {
-	*page_test_of(d) = (struct page_test){(uint32_t)(uintptr_t)start, 1, MCPU_OFF(n)};
+	*page_test_of(d) = medium_test(n, start);
+}
+/* Whether d's test is a sheaf of n pages' at start already. */
+static inline bool medium_test_is(const struct page_desc *d, unsigned n, const void *start)
+{
+	struct page_test want = medium_test(n, start), *e = page_test_of(d);
+	return e->start == want.start && e->objects == want.objects && e->cpu_off == want.cpu_off;
 }
 /* Sheaves of n pages hold coloured blocks (below its largest count). */
 static inline bool medium_colorable(unsigned n)
@@ -275,6 +291,9 @@ static inline void *uslub_medium_pop(size_t size)
 	uslub_medium_exit(t, false);
 	if (!d)
 		return NULL;
+	/* Handed out here, its free takes the slow path: a test a sheaf left goes. */
+	if (medium_tested(d))
+		medium_tests_clear(d);
 	/* Coloured as the sheaves' blocks are (a block of more pages than asked may be of
 	 * the count whose blocks are not). */
 	d->flags = 0;
@@ -316,8 +335,9 @@ void uslub_medium_drain_idle(struct uslub_thread *t);
  * fresh); a miss refills from `zone`. NULL when the zone has no memory. Under the
  * thread's slow_lock, as are the two below. */
 struct page_desc *uslub_medium_alloc(struct uslub_thread *t, unsigned zone, unsigned npages);
-/* Large block d of npages pages into the cache; false if it is another node's. */
-bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned npages);
+/* Large block d of npages pages into the cache; false if it is another node's. A block
+ * from a sheaf (`sheafed`: tested and marked free) keeps its test (medium_tests_set). */
+bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned npages, bool sheafed);
 /* Every cached block to the depot (or the zones), and the cache's demand forgotten. */
 void uslub_medium_drain(struct uslub_thread *t);
 /* The nodes' depots: given back to the zones when unused for DEPOT_DECAY_MS (the

@@ -10,7 +10,8 @@
  * else a block the general way and then the half sheaf; a full one sends its older blocks
  * there, down to half. A block in a sheaf is free: its first page keeps its test and it
  * carries the free mark in its second word (from its colour, slab.h), as a free object does, so a
- * second free of it is caught on the fast path and on the slow one (medium_in_sheaf).
+ * second free of it is caught on the fast path and on the slow one (medium_in_sheaf). Spilled
+ * into the cache it keeps both, so a refill of it writes no test (slab.h, medium_tests_set).
  *
  * What a sheaf holds is bounded (MSHEAF_TOTAL, below). free's and malloc's fast paths
  * take no lock, as for the small sheaves, so the idle drain takes a thread's sheaves only
@@ -87,7 +88,9 @@ static void msheaf_fill(struct uslub_thread *t, struct cache_cpu *cc, unsigned n
 		struct page_desc *d = medium_bin_pop(&t->medium, n);
 		d->flags = 0;
 		void *b = medium_color(d, colored);
-		medium_tests_set(d, n, b);
+		/* A block this sheaf spilled has its test still (slab.h): not written again. */
+		if (!medium_test_is(d, n, b))
+			medium_tests_set(d, n, b);
 		mark_free(b);
 		cc->sheaf[k++] = b;
 	}
@@ -106,7 +109,7 @@ static void msheaf_spill(struct uslub_thread *t, struct cache_cpu *cc, unsigned 
 		bool locked = uslub_medium_enter(t);
 		for (; i < k; i++) {
 			struct page_desc *d = page_desc_of(cc->sheaf[i]);
-			if (!uslub_medium_free(t, d, n))
+			if (!uslub_medium_free(t, d, n, true))
 				break;
 		}
 		uslub_medium_exit(t, locked);
