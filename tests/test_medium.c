@@ -344,6 +344,48 @@ static void medium_sheaves(void)
 	CHECK_EQ(chk.cached_large_pages, 0);
 }
 
+enum { RUN = 48 };
+static void *run_blocks[RUN];
+
+static void *alloc_run(void *arg)
+{
+	for (unsigned i = 0; i < RUN; i++)
+		run_blocks[i] = MALLOC(*(size_t *)arg);
+	return NULL;
+}
+
+/* A sheaf a program walks from empty to full and back grows (medium_sheaf.c,
+ * MSHEAF_GROW); one that only meets the same end - a thread that frees what another
+ * allocated - keeps its capacity; the flush takes the growth back. */
+static void growth(void)
+{
+	tu_section("a medium sheaf walked from end to end grows; a producer's does not");
+	MALLOC_TRIM(0);
+	size_t size = medium_fits(8);
+	pthread_t tid;
+	CHECK(pthread_create(&tid, NULL, alloc_run, &size) == 0);
+	pthread_join(tid, NULL);
+	for (unsigned i = 0; i < RUN; i++)
+		FREE(run_blocks[i]);
+	unsigned base = msheaf(8)->sheaf_cap;
+	CHECK(base >= 2 && base < SHEAF_MAX);
+	for (unsigned round = 0; round < 16; round++) {
+		for (unsigned i = 0; i < RUN; i++)
+			run_blocks[i] = MALLOC(size);
+		for (unsigned i = 0; i < RUN; i++)
+			FREE(run_blocks[i]);
+	}
+	/* 28 blocks of 32 KiB, within the 1 MiB a page count may grow to and the share of
+	 * one or two thread states. */
+	CHECKF(msheaf(8)->sheaf_cap == SHEAF_MAX, "grown to %u", msheaf(8)->sheaf_cap);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	MALLOC_TRIM(0);
+	void *p = MALLOC(size);
+	CHECK_EQ(msheaf(8)->sheaf_cap, base);
+	FREE(p);
+}
+
 /* Medium blocks start at their colour (slab.h, medium_color_of): a cache line of the
  * first page chosen by its address, so that the first lines of many blocks do not all
  * fall in the same cache sets. */
@@ -433,6 +475,7 @@ int main(int argc, char **argv)
 	decay();
 	if (!uslub_block_debug && !uslub_block_pad) {
 		medium_sheaves();
+		growth();
 		colours();
 	}
 	return tu_summary("test_medium");

@@ -27,36 +27,62 @@
  * as the medium-block caches' high is (types.h, MEDIUM_HIGH_TOTAL) and split evenly over
  * the page counts; within that, a page count's sheaf holds MSHEAF_BYTES_MAX or
  * MSHEAF_BLOCKS blocks, whichever is more (21 blocks of 12 KiB, 8 of 128 KiB), so a
- * thread keeps 17 MiB at most if every sheaf is full. With many threads a sheaf of the
- * larger counts gets no room and stays closed: its blocks take the medium-block cache's
- * own hit paths (slab.h). Each slow path of a sheaf sets its capacity anew.
+ * thread keeps 17 MiB at most if every sheaf is full (27 MiB grown, below). With many threads a
+ * sheaf of the larger counts gets no room and stays closed: its blocks take the medium-block
+ * cache's own hit paths (slab.h). Each slow path of a sheaf sets its capacity anew.
  *
  * One thread replacing blocks of 16 B - 32 KiB at random took 177 instructions a
  * replacement with 64 KiB a sheaf, 136 with 128 and 113 with 256; at 16 B - 128 KiB, 200
  * with 2 blocks of 128 KiB a sheaf, 172 with 4 and 134 with 8 (callgrind,
- * tools/bench/results/medium-sheaves.md). */
+ * tools/bench/results/medium-sheaves.md).
+ *
+ * A sheaf that a program walks from empty to full and back - a working set replaced at
+ * random - grows by MSHEAF_GROW blocks at each such crossing, up to MSHEAF_GROWN_MAX bytes
+ * (within the share), as tcmalloc's thread cache lengthens the list of a class that
+ * goes back and forth: such a walk reaches an end about every (cap / 2)^2 operations, and
+ * each end moves half a sheaf to or from the medium-block cache, a line of the block and
+ * one of its descriptor each. A producer or a consumer meets the same end each time and
+ * does not grow it. The sheaves' flush (idle drain, malloc_trim, exit) takes the growth
+ * back. The growth is kept in the cache_cpu's nr_partial, which medium sheaves, holding
+ * no slabs, have no other use for. */
 #define MSHEAF_TOTAL	 (64 << 20)
 #define MSHEAF_BYTES_MAX (256 << 10)
 #define MSHEAF_BLOCKS	 8
+#define MSHEAF_GROW	 2
+#define MSHEAF_GROWN_MAX (1 << 20)
+#define MSHEAF_FILLED	 1
+#define MSHEAF_SPILLED	 2
 
 /* 0 with USLUB_SHEAVES=0, as every cache's. */
-static unsigned msheaf_cap(unsigned n)
+static unsigned msheaf_cap(const struct cache_cpu *cc, unsigned n)
 {
 	unsigned threads = __atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED);
 	size_t share = MSHEAF_TOTAL / (threads ? threads : 1) / NR_MSHEAVES;
 	size_t block = (size_t)n << USLUB_PAGE_SHIFT;
-	size_t want =
+	size_t base =
 	    MSHEAF_BLOCKS * block > MSHEAF_BYTES_MAX ? MSHEAF_BLOCKS * block : MSHEAF_BYTES_MAX;
+	size_t limit = base > MSHEAF_GROWN_MAX ? base : MSHEAF_GROWN_MAX;
+	size_t want = base + cc->nr_partial * block;
+	want = want < limit ? want : limit;
 	unsigned cap = (unsigned)((share < want ? share : want) / block);
 	cap = cap > SHEAF_MAX ? SHEAF_MAX : cap;
 	return cap < uslub_config.sheaves ? cap : uslub_config.sheaves;
+}
+
+/* A slow path at one end of the sheaf (MSHEAF_FILLED or MSHEAF_SPILLED): past the other
+ * end last time, the sheaf grows. */
+static void msheaf_moved(struct cache_cpu *cc, unsigned what)
+{
+	if (cc->last_move && cc->last_move != what && cc->nr_partial < SHEAF_MAX)
+		cc->nr_partial = (uint16_t)(cc->nr_partial + MSHEAF_GROW);
+	cc->last_move = (uint8_t)what;
 }
 
 /* A live thread's sheaf opens at its first slow path, as a cache's does (thread.h). */
 static void msheaf_open(struct cache_cpu *cc, unsigned n)
 {
 	if (!cc->sheaf_cap) {
-		cc->sheaf_cap = (uint16_t)msheaf_cap(n);
+		cc->sheaf_cap = (uint16_t)msheaf_cap(cc, n);
 		/* Lemire's magic of the block's bytes: only its start passes. */
 		cc->magic = cc->sheaf_cap ? UINT64_MAX / ((uint64_t)n << USLUB_PAGE_SHIFT) + 1 : 0;
 	}
@@ -126,7 +152,9 @@ static void msheaf_push(struct cache_cpu *cc, void *p)
 {
 	if (cc->sheaf_count >= cc->sheaf_cap) {
 		struct uslub_thread *t = uslub_tls_thread;
-		unsigned n = msheaf_pages(t, cc), cap = msheaf_cap(n);
+		unsigned n = msheaf_pages(t, cc);
+		msheaf_moved(cc, MSHEAF_SPILLED);
+		unsigned cap = msheaf_cap(cc, n);
 		cc->sheaf_cap = (uint16_t)(cap ? cap : 1);
 		/* The older blocks go, down to half the sheaf with p. */
 		if (cc->sheaf_count >= cc->sheaf_cap)
@@ -145,7 +173,8 @@ void *uslub_msheaf_alloc(size_t size)
 	struct cache_cpu *cc = msheaf_of(t, n);
 	if (!cc)
 		return NULL;
-	unsigned cap = msheaf_cap(n);
+	msheaf_moved(cc, MSHEAF_FILLED);
+	unsigned cap = msheaf_cap(cc, n);
 	if (!cap) {
 		cc->sheaf_cap = 0;
 		cc->magic = 0;
@@ -208,6 +237,8 @@ void uslub_msheaves_flush(struct uslub_thread *t, bool final)
 			cc->sheaf_cap = 0;
 			cc->magic = 0;
 		}
+		cc->nr_partial = 0;
+		cc->last_move = 0;
 		if (cc->sheaf_count)
 			msheaf_spill(t, cc, k + MEDIUM_MIN_PAGES, cc->sheaf_count);
 	}
