@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rss.h"
+
 /* Through volatile pointers: the compiler may not drop or merge the calls. */
 static void *(*volatile do_malloc)(size_t) = malloc;
 static void (*volatile do_free)(void *) = free;
@@ -22,18 +24,6 @@ static void (*volatile do_free)(void *) = free;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int wake;
-
-static long rss_kib(void)
-{
-	long size, resident;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (f == NULL || fscanf(f, "%ld %ld", &size, &resident) != 2) {
-		perror("/proc/self/statm");
-		exit(1);
-	}
-	fclose(f);
-	return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static void churn(void)
 {

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rss.h"
+
 #define BLOCKS 12
 
 static const size_t sizes[BLOCKS] = {16, 24, 48, 64, 96, 128, 200, 256, 512, 768, 1024, 2048};
@@ -29,18 +31,6 @@ static pthread_cond_t parked_cv = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
 static unsigned parked;
 static int wake;
-
-static long rss_kib(void)
-{
-	long size, resident;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (f == NULL || fscanf(f, "%ld %ld", &size, &resident) != 2) {
-		perror("/proc/self/statm");
-		exit(1);
-	}
-	fclose(f);
-	return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static void *worker(void *arg)
 {

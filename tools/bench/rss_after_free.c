@@ -19,20 +19,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "rss.h"
+
 #define TOTAL	 ((size_t)1 << 30)
 #define OBJ_SIZE 64
-
-static long rss_kib(void)
-{
-	long size, resident;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (f == NULL || fscanf(f, "%ld %ld", &size, &resident) != 2) {
-		perror("/proc/self/statm");
-		exit(1);
-	}
-	fclose(f);
-	return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 int main(int argc, char **argv)
 {

@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rss.h"
+
 #define TOTAL ((size_t)1 << 30)
 #define LIVE  4096 /* blocks kept allocated all along: about 1 MiB */
 
@@ -38,18 +40,6 @@ static unsigned next_size(void)
 	rng ^= rng >> 7;
 	rng ^= rng << 17;
 	return 16 + (unsigned)(rng % (512 - 16 + 1));
-}
-
-static long rss_kib(void)
-{
-	long size, resident;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (f == NULL || fscanf(f, "%ld %ld", &size, &resident) != 2) {
-		perror("/proc/self/statm");
-		exit(1);
-	}
-	fclose(f);
-	return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 static uint64_t now_ns(void)
