@@ -398,20 +398,21 @@ static void case_double_free_large_uncached(void)
 	double_free_of(300000);
 }
 
+/* Past HUGE_THRESHOLD (32 MiB): a mapping of its own. */
 static void case_double_free_huge(void)
 {
-	double_free_of(6 << 20);
+	double_free_of(40 << 20);
 }
 
 /* Freed into the huge cache, the mapping then grown for a larger block and freed again:
  * the first pointer is still known as freed. */
 static void case_double_free_huge_reused(void)
 {
-	void *p = MALLOC(6 << 20);
+	void *p = MALLOC(40 << 20);
 	if (p == NULL)
 		_exit(3);
 	FREE(p);
-	void *q = MALLOC(20 << 20);
+	void *q = MALLOC(60 << 20);
 	if (q == NULL)
 		_exit(3);
 	FREE(q);

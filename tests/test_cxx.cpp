@@ -475,7 +475,7 @@ static int child(const char *name)
 		say_block(p);
 		::operator delete(p, opaque(50000));
 	} else if (!std::strcmp(name, "delete-huge")) {
-		void *p = ::operator new(opaque(8 * mib + 1));
+		void *p = ::operator new(opaque(40 * mib + 1)); // past HUGE_THRESHOLD
 		say_block(p);
 		::operator delete(p, opaque(mib));
 	} else if (!std::strcmp(name, "free-sized")) {
@@ -606,7 +606,7 @@ static const child_case child_cases[] = {
      "USLUB_DEBUG=F",
      true,
      {"uslub: operator delete(): size 1048576 does not match the block %p (huge block of "
-      "8392704 bytes)",
+      "41947136 bytes)",
       nullptr}},
     {"free-sized",
      "USLUB_DEBUG=F",

@@ -7,7 +7,8 @@
  *   Z   write one byte past a 64-byte object, free it      "Redzone overwritten"
  *   Z   the same one byte past a request of 1, 40, 100, 1000, 5000 (slab objects with
  *       slack to the class size), 20481 (a large block, the rest of its last page), 5 MiB
- *       + 1 (a huge block) and posix_memalign(64, 40), and past a realloc grown in place
+ *       + 1 (a span of the large zone), 40 MiB + 1 (a huge block) and
+ *       posix_memalign(64, 40), and past a realloc grown in place
  *       to 44: "Redzone overwritten", the block's kind and "(requested N of CLASS)"
  *   FZ  the overflow of an object not freed, found by the walker at the next malloc
  *   P   write into a freed object, allocate it again       "Poison overwritten"
@@ -406,7 +407,8 @@ static const struct debug_case cases[] = {
     REQUEST_CASE("request-5000", 5000, "BUG kmalloc-5k", "(requested 5000 of 5120)"),
     REQUEST_CASE("request-20481", 20481, "BUG large block",
 		 "@offset=20481 in the block (requested 20481 of 24576)"),
-    REQUEST_CASE("request-5MiB+1", 5242881, "BUG huge block", "(requested 5242881 of 5246976)"),
+    REQUEST_CASE("request-5MiB+1", 5242881, "BUG large block", "(requested 5242881 of 5246976)"),
+    REQUEST_CASE("request-40MiB+1", 41943041, "BUG huge block", "(requested 41943041 of 41947136)"),
     REQUEST_CASE("request-aligned-40", 41, "BUG kmalloc-64",
 		 "@offset=40 in the object (requested 40 of 64)"),
     {.name = "request-realloc-44",

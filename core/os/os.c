@@ -174,6 +174,23 @@ int uslub_os_release(void *addr, size_t size)
 	return 0;
 }
 
+long uslub_os_resident_pages(void *addr, size_t size)
+{
+	int saved = errno;
+	unsigned char vec[1024]; /* a page each: 4 MiB a call */
+	long resident = 0;
+	for (size_t off = 0; off < size; off += sizeof(vec) << 12) {
+		size_t len = size - off < sizeof(vec) << 12 ? size - off : sizeof(vec) << 12;
+		if (USLUB_OUT(mincore((char *)addr + off, len, vec)) != 0) {
+			errno = saved;
+			return -1;
+		}
+		for (size_t i = 0; i < (len + 4095) >> 12; i++)
+			resident += vec[i] & 1;
+	}
+	return resident;
+}
+
 int uslub_os_protect(void *addr, size_t size, bool access)
 {
 	int saved = errno;

@@ -47,6 +47,9 @@ int uslub_os_release(void *addr, size_t size);
  * vm.max_map_count). USLUB_FAULT counts it as a madvise: both change what pages are. */
 int uslub_os_protect(void *addr, size_t size, bool access);
 
+/* How many of the range's pages are resident (mincore), or -1 where it is refused. */
+long uslub_os_resident_pages(void *addr, size_t size);
+
 /* Bind a range's future pages to a NUMA node (libnuma's mbind, MPOL_PREFERRED). */
 int uslub_os_bind(void *addr, size_t size, unsigned node);
 /* libnuma's mbind, once node.c has loaded libnuma; until then uslub_os_bind fails. */

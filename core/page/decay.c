@@ -1,6 +1,6 @@
-/* Decay: free memory goes back to the OS by age and recent reuse, and within a bound once
- * the live set has collapsed; the hand-back itself (MADV_DONTNEED, then PROT_NONE) and
- * malloc_trim's.
+/* Decay: free memory goes back to the OS by age and recent reuse, within a bound once
+ * the live set has collapsed, and as a big buffer's fresh pages are faulted in; the
+ * hand-back itself (MADV_DONTNEED, then PROT_NONE) and malloc_trim's.
  *
  * 6. Decay: free memory follows recent use. Warm free memory goes back to the OS
  *    (MADV_DONTNEED) by the clock, not only when pages are freed.
@@ -63,7 +63,27 @@
  * merge hands the other half back too.
  *    - The cost: an mprotect at each hand-back and each reuse of a released block,
  *      beside the madvise and the page faults that block costs anyway
- *      (tools/bench/results/debug-letters.md). */
+ *      (tools/bench/results/debug-letters.md).
+ *
+ * 9. Fresh pages paid for. Big buffers (spans, run.c) replaced one after another leave
+ *    warm free memory in pieces too short for the next, which then comes from pages never
+ *    touched: resident memory grows by the new buffer while the pieces stay resident, and
+ *    the decay is too slow to matter for a program that runs for seconds (big_buffers:
+ *    peak 159 MiB for a live peak of 110, glibc 146). So when a span is cut, as many warm
+ *    free pages as it has pages not resident go back, beyond what the zone keeps: a
+ *    quarter of the large blocks in use, at least M_TRIM_THRESHOLD. Resident memory then
+ *    rises only while the zone keeps less than that, so its peak stays within the keep of
+ *    the live set's.
+ *    - Which: the highest addresses first. Spans are cut lowest first, so the pieces at
+ *      the top are the last to be reused; the lowest or the smallest pieces first handed
+ *      back what the next buffers took again (tools/bench/span_model.py, big_buffers'
+ *      shape: 1.5-10x the memory faulted in for the same peak).
+ *    - How many: mincore on the span says which of its pages are resident, as the
+ *      flags cannot: a warm half merged with a never-touched one is a warm block. Only
+ *      looked at while the zone keeps more than its keep (a peek, then the lock).
+ *    - The cost: faults where a piece handed back is reused (big_buffers 41 -> 68
+ *      thousand, glibc's 415; malloc_large 146 -> 172 thousand, glibc's 424).
+ *      tools/bench/results/big-buffers.md. */
 #include "page/page.h"
 
 #include "hooks.h"
@@ -311,6 +331,71 @@ void uslub_pages_bound(void)
 			hand_back(n, batch);
 	}
 	atomic_store(&bounding, 0);
+}
+
+/* ---- fresh pages paid for (section 9) --------------------------------------------- */
+
+/* Warm blocks looked at for the highest addresses, at most. */
+#define PAY_CANDIDATES 64
+
+/* Warm blocks of zone n off its lists, highest addresses first, until `pages` pages are
+ * taken or the PAY_CANDIDATES highest of those scanned are. Under the lock; the batch is
+ * for hand_back. */
+static struct page_desc *shed_high_locked(struct uslub_node *n, uint64_t pages)
+{
+	struct page_desc *top[PAY_CANDIDATES], *d;
+	unsigned nr = 0, seen = 0;
+	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN; o--)
+		cds_list_for_each_entry(d, &n->free_area[o], list)
+		{
+			if ((d->flags & PF_COLD) || ++seen > DECAY_SCAN)
+				break;
+			if (nr == PAY_CANDIDATES && d < top[nr - 1])
+				continue;
+			/* Kept in falling address order; the lowest drops out when full. */
+			unsigned i = nr < PAY_CANDIDATES ? nr++ : nr - 1;
+			for (; i > 0 && top[i - 1] < d; i--)
+				top[i] = top[i - 1];
+			top[i] = d;
+		}
+	struct page_desc *batch = NULL;
+	for (unsigned i = 0; i < nr && pages; i++) {
+		size_t len = 1UL << top[i]->order;
+		batch = batch_add(n, top[i], top[i]->order, batch);
+		pages = pages > len ? pages - len : 0;
+	}
+	if (batch) {
+		n->handing_back++;
+		n->fresh_paid++;
+	}
+	return batch;
+}
+
+void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
+{
+	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) / 4;
+	if (keep < uslub_trim_threshold)
+		keep = uslub_trim_threshold;
+	keep >>= USLUB_PAGE_SHIFT;
+	/* A peek first: with no more kept than that, nothing is paid, and the look at the
+	 * span's pages is not made. */
+	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) <= keep)
+		return;
+	/* Which of its pages the program will fault in, from the OS: a warm free block may
+	 * hold pages never touched (a warm half merged with a fresh one counts as warm). */
+	long resident = uslub_os_resident_pages(page_address(d), npages << USLUB_PAGE_SHIFT);
+	if (resident < 0 || (size_t)resident >= npages)
+		return;
+	uint64_t fresh = npages - (size_t)resident;
+	struct page_desc *batch = NULL;
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+	if (n->warm_free_pages > keep) {
+		uint64_t over = n->warm_free_pages - keep;
+		batch = shed_high_locked(n, fresh < over ? fresh : over);
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (batch)
+		hand_back(n, batch);
 }
 
 /* On the allocator's slow paths (pages freed or taken, never the no-wait try): a pass

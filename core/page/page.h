@@ -38,6 +38,7 @@ struct uslub_node {
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
 	uint64_t decay_passes;		  /* passes that handed memory back */
 	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (section 7) */
+	uint64_t fresh_paid;		  /* hand-backs paying for a span's fresh pages (9) */
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
 	uint64_t grows;
@@ -127,6 +128,9 @@ struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t 
 size_t uslub_pages_unmap_free(void);
 /* Release warm free pages to the OS until at most `keep` warm pages stay free. */
 size_t uslub_pages_release(unsigned node, uint64_t keep);
+/* Span d of npages was cut from zone n: as many warm free pages as it has pages not
+ * resident, beyond what the zone keeps, go back, highest first (decay.c, section 9). */
+void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages);
 /* Would taking `bytes` more from the OS pass USLUB_MEM_LIMIT? */
 bool uslub_over_limit(uint64_t bytes);
 /* Warm free memory a zone keeps however little of it is reused (M_TRIM_THRESHOLD). */

@@ -294,8 +294,12 @@ again:
 		}
 	if (best)
 		d = span_claim(n, best, npages);
-	/* Each step is at most a MAX_BLOCK; a new region (the old one full) starts over. */
-	for (size_t steps = (npages >> USLUB_MAX_ORDER) + 2; !d && steps; steps--) {
+	/* Each step is at most a MAX_BLOCK, and smaller ones (up to USLUB_MAX_ORDER of
+	 * them) align a new region's first pages; a new region (the old one full) starts
+	 * over. Without the alignment steps a program's first big buffer found the zone too
+	 * short and became a mapping of its own. */
+	for (size_t steps = (npages >> USLUB_MAX_ORDER) + 2 + USLUB_MAX_ORDER; !d && steps;
+	     steps--) {
 		if (uslub_grow(n, USLUB_MAX_ORDER) != 0)
 			break;
 		struct region *r = n->regions;
@@ -313,5 +317,7 @@ again:
 	pthread_mutex_unlock(&n->lock);
 	if (!d)
 		errno = ENOMEM;
+	else
+		uslub_pages_pay(n, d, npages);
 	return d;
 }
