@@ -1,5 +1,5 @@
-/* Huge blocks (> 4 MiB): pages straight from the OS, a mapping of their own, aligned to
- * 2 MiB so transparent huge pages can back it, and moved with mremap when it grows. It is
+/* Huge blocks (past HUGE_THRESHOLD, 32 MiB, or above 4 MiB aligned past a page): a
+ * mapping of their own, 2 MiB-aligned for transparent huge pages, moved by mremap. It is
  * accounted (no MAP_NORESERVE), so the kernel's overcommit heuristic refuses a size no
  * machine could back - malloc(1UL << 46) fails with ENOMEM, as under glibc - instead of
  * handing out a promise that ends in the OOM killer. When RLIMIT_AS refuses the mapping,
@@ -7,9 +7,8 @@
  * A small open-addressing table, itself mapped from the OS, records each one so free can
  * tell a huge block from a foreign pointer.
  *
- * Freed huge mappings are kept a while for reuse (the huge cache, below): a program that
- * replaces 5-25 MiB buffers otherwise faults in every page of each new one, where glibc's
- * rising mmap threshold keeps such buffers in its heap (tools/bench/results/). A request
+ * Freed huge mappings are kept a while for reuse (the huge cache): a program replacing
+ * such buffers would fault every page of each new one in (tools/bench/results/). A request
  * takes the closest cached mapping that holds it - whole, or with its tail unmapped when
  * it is far too big - or grows the largest smaller one with mremap, so only the
  * difference is faulted in. Entries go back to the OS after HUGE_DECAY_MS unused, looked
@@ -127,11 +126,13 @@ bool uslub_huge_was_freed(const void *p)
 	return found;
 }
 
-/* Entry i out of the cache, into `out` if given; under huge_lock. */
-static void cache_remove(unsigned i, struct huge_cached *out)
+/* Entry i out of the cache, into `out`; under huge_lock. `evict`: bound for the
+ * OS, uncounted here, under the lock the heap walker reads the counters under. */
+static void cache_remove(unsigned i, struct huge_cached *out, bool evict)
 {
-	if (out)
-		*out = huge_cache[i];
+	if (evict)
+		atomic_fetch_sub(&uslub_mapped_bytes, huge_cache[i].len);
+	*out = huge_cache[i];
 	atomic_fetch_sub(&uslub_huge_cached_bytes, huge_cache[i].len);
 	huge_cache[i] = huge_cache[--huge_cached_count];
 }
@@ -154,20 +155,21 @@ static unsigned cache_expire(uint64_t now, bool all, struct huge_cached *out)
 	unsigned n = 0;
 	for (unsigned i = 0; i < huge_cached_count;) {
 		if (all || now - huge_cache[i].freed_ms >= HUGE_DECAY_MS)
-			cache_remove(i, &out[n++]);
+			cache_remove(i, &out[n++], true);
 		else
 			i++;
 	}
 	return n;
 }
 
-/* Mappings out of the cache back to the OS, outside huge_lock. */
-static size_t unmap_entries(const struct huge_cached *e, unsigned n)
+/* Mappings out of the cache back to the OS, outside huge_lock (`evicted`: uncounted). */
+static size_t unmap_entries(const struct huge_cached *e, unsigned n, bool evicted)
 {
 	size_t bytes = 0;
 	for (unsigned i = 0; i < n; i++) {
 		uslub_os_unmap((void *)e[i].addr, e[i].len);
-		atomic_fetch_sub(&uslub_mapped_bytes, e[i].len);
+		if (!evicted)
+			atomic_fetch_sub(&uslub_mapped_bytes, e[i].len);
 		bytes += e[i].len;
 	}
 	return bytes;
@@ -180,7 +182,7 @@ size_t uslub_huge_cache_release(bool all)
 	unsigned n = huge_cached_count ? cache_expire(uslub_os_now_ms(), all, out) : 0;
 	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
-	return unmap_entries(out, n);
+	return unmap_entries(out, n, true);
 }
 
 /* The oldest entry's index; the cache is not empty. Under huge_lock. */
@@ -199,10 +201,10 @@ size_t uslub_huge_cache_trim(uint64_t keep)
 	unsigned n = 0;
 	uslub_lock(&huge_lock, USLUB_LOCK_HUGE);
 	while (huge_cached_count && atomic_load(&uslub_huge_cached_bytes) > keep)
-		cache_remove(cache_oldest(), &out[n++]);
+		cache_remove(cache_oldest(), &out[n++], true);
 	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
-	return unmap_entries(out, n);
+	return unmap_entries(out, n, true);
 }
 
 /* A freed mapping into the cache, making room by sending the oldest back; false (nothing
@@ -222,12 +224,12 @@ static bool cache_put(uintptr_t addr, size_t len, uint64_t now)
 	unsigned n = cache_expire(now, false, out);
 	while (huge_cached_count && (huge_cached_count == HUGE_CACHE_SLOTS ||
 				     atomic_load(&uslub_huge_cached_bytes) + len > cap))
-		cache_remove(cache_oldest(), &out[n++]);
+		cache_remove(cache_oldest(), &out[n++], true);
 	huge_cache[huge_cached_count++] = (struct huge_cached){addr, len, now};
 	atomic_fetch_add(&uslub_huge_cached_bytes, len);
 	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
-	unmap_entries(out, n);
+	unmap_entries(out, n, true);
 	return true;
 }
 
@@ -258,10 +260,10 @@ static void *cache_take(size_t len, size_t align, size_t *got, size_t *dirty)
 	}
 	int pick = fit >= 0 ? fit : grow;
 	if (pick >= 0)
-		cache_remove((unsigned)pick, &e);
+		cache_remove((unsigned)pick, &e, false);
 	set_expiry();
 	pthread_mutex_unlock(&huge_lock);
-	unmap_entries(out, n);
+	unmap_entries(out, n, true);
 	if (pick < 0)
 		return NULL;
 
@@ -277,13 +279,13 @@ static void *cache_take(size_t len, size_t align, size_t *got, size_t *dirty)
 		*got = len;
 		struct huge_cached tail = {e.addr + len, e.len - len, e.freed_ms};
 		if (tail.len <= HUGE_THRESHOLD || !cache_put(tail.addr, tail.len, tail.freed_ms))
-			unmap_entries(&tail, 1);
+			unmap_entries(&tail, 1, false);
 		return p;
 	}
 	/* Too small: grown, so only the difference is faulted in. */
 	void *q = uslub_over_limit(len - e.len) ? NULL : uslub_os_remap(p, e.len, len);
 	if (!q) {
-		unmap_entries(&e, 1);
+		unmap_entries(&e, 1, false);
 		return NULL;
 	}
 	atomic_fetch_add(&uslub_mapped_bytes, len - e.len);
