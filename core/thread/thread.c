@@ -424,7 +424,7 @@ static void drain_state(struct uslub_thread *t)
 }
 
 /* A parked thread's sheaves. The owner's fast paths use them with plain loads and stores
- * and no lock (up to 28 objects a cache, and up to 27 MiB of medium blocks a thread), so
+ * and no lock (up to 28 objects a cache, and up to 46 MiB of medium blocks a thread), so
  * the drain may only take them from a thread that is provably outside the allocator and
  * will stay out of them. The evidence is the kernel's, read from outside, as RCU takes a
  * CPU that is idle or in user mode for quiescent without asking it; the fast paths pay
