@@ -364,10 +364,8 @@ static struct page_desc *shed_high_locked(struct uslub_node *n, uint64_t pages)
 		batch = batch_add(n, top[i], top[i]->order, batch);
 		pages = pages > len ? pages - len : 0;
 	}
-	if (batch) {
+	if (batch)
 		n->handing_back++;
-		n->fresh_paid++;
-	}
 	return batch;
 }
 

@@ -38,7 +38,6 @@ struct uslub_node {
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
 	uint64_t decay_passes;		  /* passes that handed memory back */
 	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (section 7) */
-	uint64_t fresh_paid;		  /* hand-backs paying for a span's fresh pages (9) */
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
 	uint64_t grows;
