@@ -267,19 +267,55 @@ static struct page_desc *span_start(struct page_desc *h)
 	return h - free_before(h);
 }
 
-/* A big buffer's pages come from free memory first: the lowest run of free pages that
- * holds npages, among those starting at up to RUN_TRIES free blocks (largest first).
- * Address order packs buffers low and leaves the free memory above them in one piece;
- * the first run found instead left holes too short for the next buffer, and the heap
- * grew past them (malloc_large's peak RSS 541 MiB against 502; best fit 508). Then the
- * zone grows at the top of its newest region, a block at a time, until the free pages
- * there reach npages. A program that replaces such buffers so reuses the pages it has:
- * a mapping of its own for each, mapped, moved by mremap and faulted in anew, cost 15-40
- * us a page on this VM (tools/bench/results/big-buffers.md). */
+/* Pages of [d, d + npages), all free, in blocks not marked cold: the ones a buffer cut
+ * there would not fault in (a warm block merged with a fresh one counts whole, as in the
+ * zone's count). Under the lock. */
+static size_t warm_in(struct page_desc *d, size_t npages)
+{
+	struct page_desc *end = d + npages, *b = uslub_free_block_of(d);
+	size_t warm = 0;
+	while (b && b < end) {
+		struct page_desc *next = b + (1UL << b->order);
+		if (!(b->flags & PF_COLD))
+			warm += (size_t)((next < end ? next : end) - (b > d ? b : d));
+		b = next < end ? free_head_at(next) : NULL;
+	}
+	return warm;
+}
+
+/* The better place for a buffer, of `*best` (holding `*warm` warm pages) and d: the one
+ * with more warm pages, the lower on a tie. */
+static void span_consider(struct page_desc **best, size_t *warm, struct page_desc *d, size_t npages)
+{
+	if (d == *best)
+		return;
+	size_t w = warm_in(d, npages);
+	if (!*best || w > *warm || (w == *warm && d < *best)) {
+		*best = d;
+		*warm = w;
+	}
+}
+
+/* A big buffer's pages come from free memory first, where the most of them are warm:
+ * among the runs of free pages that hold npages and start at up to RUN_TRIES free blocks
+ * (largest first), a buffer placed at a run's start, at its end, or at a warm block in
+ * it; the lowest of those as warm as the best. Warm pages are reused rather than faulted
+ * in while others are handed back (section 9 of decay.c): big_buffers took 45,900 page faults
+ * for the same 144 MiB peak, against 67,500 for the lowest run alone (the model,
+ * tools/bench/span_model.py, keeping a quarter: 236-345 MiB faulted in against 363-798;
+ * tools/bench/results/big-buffers.md). Address order breaks ties because it packs
+ * buffers low and leaves the free memory above them in one piece; the first run found
+ * instead left holes too short for the next buffer, and the heap grew past them
+ * (malloc_large's peak RSS 541 MiB against 502; best fit 508). Then the zone grows at
+ * the top of its newest region, a block at a time, until the free pages there reach
+ * npages. A program that replaces such buffers so reuses the pages it has: a mapping of
+ * its own for each, mapped, moved by mremap and faulted in anew, cost 15-40 us a page on
+ * this VM (tools/bench/results/big-buffers.md). */
 struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages)
 {
 	struct uslub_node *n = &uslub_nodes[node];
 	struct page_desc *h, *best = NULL, *d = NULL;
+	size_t warm = 0;
 	bool reclaimed = false;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 again:
@@ -289,8 +325,16 @@ again:
 			if (++tries > RUN_TRIES)
 				break;
 			struct page_desc *start = span_start(h);
-			if ((!best || start < best) && run_length(start, npages) >= npages)
-				best = start;
+			/* Measured to twice the buffer: a longer run is the free top of the
+			 * heap, cold past its start, and its end is not looked at. */
+			size_t len = run_length(start, 2 * npages);
+			if (len < npages)
+				continue;
+			span_consider(&best, &warm, start, npages);
+			if (len < 2 * npages)
+				span_consider(&best, &warm, start + len - npages, npages);
+			if (!(h->flags & PF_COLD) && h > start && run_length(h, npages) >= npages)
+				span_consider(&best, &warm, h, npages);
 		}
 	if (best)
 		d = span_claim(n, best, npages);
@@ -312,6 +356,7 @@ again:
 		uslub_reclaim_locked(n, node);
 		reclaimed = true;
 		best = NULL;
+		warm = 0;
 		goto again;
 	}
 	pthread_mutex_unlock(&n->lock);

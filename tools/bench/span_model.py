@@ -3,15 +3,22 @@
 
 Buffers of 5-25 MiB, LIVE of them, replaced at random one at a time (the new one
 allocated before the old is freed, as tools/bench/workloads/big_buffers.c does), cut
-lowest first from free memory or from fresh pages at the top. Free memory that was
-used is warm (resident); when a buffer takes fresh pages, warm free memory beyond
-KEEP MiB goes back, as much as was taken fresh, chosen by POLICY:
+from free memory or from fresh pages at the top, placed by PLACE:
+
+  low      the lowest free range that holds the buffer, at its start
+  warm     where the most warm units are, the lowest on a tie (what uslub does): at
+           the start of a free range that holds it, at its end (a range shorter than
+           twice the buffer), or at the start of warm units in it
+
+Free memory that was used is warm (resident); when a buffer takes fresh pages, warm
+free memory beyond KEEP MiB goes back, as much as was taken fresh, chosen by POLICY:
 
   none     nothing goes back (before section 9)
   high     the highest addresses first (what uslub does)
   low      the lowest addresses first
   small    the smallest free pieces first
 
+KEEP "q" is a quarter of the live buffers (uslub's keep, at least M_TRIM_THRESHOLD).
 Prints, per seed, the peak resident memory and the memory faulted in (MiB), the
 model's stand-ins for GNU time's %M and the page faults.
 
@@ -23,7 +30,7 @@ import sys
 U = 16  # units per MiB (64 KiB units)
 
 
-def run(live_n, steps, policy, keep, seed):
+def run(live_n, steps, place, policy, keep, seed):
     r = random.Random(seed)
     free = []      # free ranges (start, end), sorted, coalesced
     warm = set()   # warm free units
@@ -31,8 +38,31 @@ def run(live_n, steps, policy, keep, seed):
     rss = peak = faults = 0
     bufs = []
 
+    def warm_fit(n):
+        best = None
+        for s, e in free:
+            if e - s < n:
+                continue
+            starts = {s}
+            if e - s < 2 * n:
+                starts.add(e - n)
+            starts.update(u for u in range(s + 1, e - n + 1)
+                          if u in warm and u - 1 not in warm)
+            for st in starts:
+                w = sum(1 for u in range(st, st + n) if u in warm)
+                if best is None or (w, -st) > (best[0], -best[1]):
+                    best = (w, st)
+        return best
+
     def alloc(n):
         nonlocal top, rss, faults
+        best = warm_fit(n) if place == "warm" else None
+        if best:
+            st = best[1]
+            i = next(i for i, (s, e) in enumerate(free) if s <= st < e)
+            s, e = free.pop(i)
+            free[i:i] = [r for r in ((s, st), (st + n, e)) if r[0] < r[1]]
+            return take(range(st, st + n))
         for i, (s, e) in enumerate(free):
             if e - s >= n:
                 free[i] = (s + n, e)
@@ -48,6 +78,10 @@ def run(live_n, steps, policy, keep, seed):
                 s = top
                 top += n
             got = range(s, s + n)
+        return take(got)
+
+    def take(got):
+        nonlocal rss, faults
         fresh = 0
         for u in got:
             if u in warm:
@@ -62,7 +96,8 @@ def run(live_n, steps, policy, keep, seed):
 
     def pay(fresh):
         nonlocal rss
-        give = min(fresh, len(warm) - keep)
+        k = sum(n for _, n in bufs) // 4 if keep == "q" else keep
+        give = min(fresh, len(warm) - k)
         if give <= 0:
             return
         holes = list(free)
@@ -108,11 +143,14 @@ def run(live_n, steps, policy, keep, seed):
 def main():
     live_n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 600
-    print("policy keep(MiB): peak/faulted-in MiB for seeds 1-4")
-    for policy in ("none", "high", "low", "small"):
-        for keep in ([0] if policy == "none" else [16, 32]):
-            res = [run(live_n, steps, policy, keep * U, seed) for seed in (1, 2, 3, 4)]
-            print("%-6s %3d: %s" % (policy, keep, "  ".join("%.0f/%.0f" % x for x in res)))
+    print("place policy keep(MiB): peak/faulted-in MiB for seeds 1-4")
+    for place in ("low", "warm"):
+        for policy in ("none", "high", "low", "small"):
+            for keep in ([0] if policy == "none" else ["q", 16, 32]):
+                k = keep if keep == "q" else keep * U
+                res = [run(live_n, steps, place, policy, k, seed) for seed in (1, 2, 3, 4)]
+                print("%-4s %-6s %3s: %s" % (place, policy, keep,
+                                             "  ".join("%.0f/%.0f" % x for x in res)))
 
 
 if __name__ == "__main__":
