@@ -12,6 +12,8 @@
  * (16 and 64 bytes), of a running thread's objects and of an exited thread's, into a slab
  * emptied by remote frees, of large blocks (cached, and with their pages given back), of
  * a huge block, and through realloc - each "double free" with the cache or block kind.
+ * A pointer inside a large block or a big buffer (a span) given to free, realloc or
+ * malloc_usable_size: "invalid pointer", "inside a large block".
  * A use after free that overwrites a free pointer must be reported as a corrupted free
  * list, both when malloc would follow it (to a global) and when a thread's exit walks it.
  * meson runs the file again with USLUB_SHEAVES=0 (frees go onto remote lists),
@@ -398,6 +400,45 @@ static void case_double_free_large_uncached(void)
 	double_free_of(300000);
 }
 
+/* A 10 MiB buffer is a span of the large zone, whose pages past the first name no block
+ * in a plain run (slab.h, PF_BARE): a pointer inside one is still reported as inside a
+ * large block, and a second free as a double free. */
+static void case_double_free_span(void)
+{
+	double_free_of(10 << 20);
+}
+
+static unsigned char *filled(size_t size)
+{
+	unsigned char *p = MALLOC(size);
+	if (p == NULL)
+		_exit(3);
+	memset(p, 4, size);
+	return p;
+}
+
+static void case_free_inside_span(void)
+{
+	FREE(tu_opaque(filled(10 << 20) + (5 << 20)));
+}
+
+static void case_realloc_inside_span(void)
+{
+	unsigned char *p = REALLOC(tu_opaque(filled(10 << 20) + (5 << 20)), 100);
+	fprintf(stderr, "realloc returned %p\n", (void *)p);
+}
+
+static void case_usable_inside_span(void)
+{
+	fprintf(stderr, "usable %zu\n", USABLE_SIZE(tu_opaque(filled(10 << 20) + (6 << 20))));
+}
+
+/* The same inside a large block below a span, whose every page names it. */
+static void case_free_inside_large(void)
+{
+	FREE(tu_opaque(filled(300000) + 3 * 4096));
+}
+
 /* Past HUGE_THRESHOLD (32 MiB): a mapping of its own. */
 static void case_double_free_huge(void)
 {
@@ -607,6 +648,26 @@ static const struct bad_case cases[] = {
      case_double_free_large_uncached,
      1,
      {"uslub: free(): double free 0x", NULL}},
+    {"double free of a 10 MiB buffer (a span)",
+     case_double_free_span,
+     1,
+     {"uslub: free(): double free 0x", NULL}},
+    {"free(p + 5 MiB) of a 10 MiB buffer",
+     case_free_inside_span,
+     1,
+     {"uslub: free(): invalid pointer 0x", "inside a large block of"}},
+    {"realloc(p + 5 MiB) of a 10 MiB buffer",
+     case_realloc_inside_span,
+     1,
+     {"uslub: realloc(): invalid pointer 0x", "inside a large block of"}},
+    {"malloc_usable_size(p + 6 MiB) of a 10 MiB buffer",
+     case_usable_inside_span,
+     1,
+     {"invalid pointer 0x", "inside a large block of"}},
+    {"free(p + 12 KiB) of a 300,000-byte block",
+     case_free_inside_large,
+     1,
+     {"uslub: free(): invalid pointer 0x", "inside a large block of"}},
     {"double free of a huge block",
      case_double_free_huge,
      1,

@@ -43,9 +43,8 @@ struct walk {
 	uint64_t free_heads[NR_ZONES][USLUB_MAX_ORDER + 1];
 	uint64_t free_pages[NR_ZONES], warm_pages[NR_ZONES];
 	uint64_t slabs[USLUB_NR_CACHES], slabs_by_order[USLUB_NR_CACHES][USLUB_MAX_ORDER + 1];
-	uint64_t objects[USLUB_NR_CACHES];
+	uint64_t objects[USLUB_NR_CACHES], loose, grown_pages;
 	uint64_t partial[USLUB_NR_CACHES][MAX_NODES];
-	uint64_t loose, grown_pages;
 };
 
 __attribute__((format(printf, 2, 3))) static void bad(struct walk *w, const char *fmt, ...)
@@ -286,7 +285,8 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 			continue;
 		}
 		for (size_t k = 1; k < len; k++)
-			if (d[k].head != d || d[k].kind != PAGE_UNUSED)
+			if (d[k].head != ((d->flags & PF_BARE) ? NULL : d) ||
+			    d[k].kind != PAGE_UNUSED)
 				bad(w, "block %p (kind %u): tail page %zu has head %p, kind %u",
 				    page_address(d), d->kind, k, (void *)d[k].head, d[k].kind);
 		check_free_test(w, d, len);

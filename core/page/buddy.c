@@ -310,11 +310,12 @@ void uslub_free_range_locked(struct uslub_node *n, struct page_desc *d, size_t n
 	}
 }
 
-void uslub_pages_free_range(struct page_desc *d, size_t npages)
+static void free_range(struct page_desc *d, size_t npages, bool marked)
 {
 	struct uslub_node *n = region_of(d)->node;
 	uint32_t step = uslub_step_now();
-	clear_tails(d, npages);
+	if (marked)
+		clear_tails(d, npages);
 	d->owner = NULL;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	uslub_free_range_locked(n, d, npages, 0, (uint16_t)step);
@@ -325,6 +326,16 @@ void uslub_pages_free_range(struct page_desc *d, size_t npages)
 		uslub_decay_zone(n, step);
 	uslub_pages_bound();
 	uslub_hooks.background_note(warm << USLUB_PAGE_SHIFT);
+}
+
+void uslub_pages_free_range(struct page_desc *d, size_t npages)
+{
+	free_range(d, npages, true);
+}
+
+void uslub_pages_free_bare(struct page_desc *d, size_t npages)
+{
+	free_range(d, npages, false);
 }
 
 void uslub_pages_free_blocks(struct page_desc *const *ds, const uint16_t *npages, unsigned k)

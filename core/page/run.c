@@ -283,17 +283,78 @@ static size_t warm_in(struct page_desc *d, size_t npages)
 	return warm;
 }
 
-/* The better place for a buffer, of `*best` (holding `*warm` warm pages) and d: the one
- * with more warm pages, the lower on a tie. */
-static void span_consider(struct page_desc **best, size_t *warm, struct page_desc *d, size_t npages)
+/* Runs remembered in one search, so that the blocks of a run looked at already are passed
+ * over: a run of many MiB is many blocks on the lists, each of which led back to the same
+ * run (a third of malloc_large's time in the allocator went to walking them again). */
+#define SPAN_RUNS 16
+/* Warm stretches of a run a buffer is tried at the start of, at most. */
+#define SPAN_STRETCHES 8
+
+struct span_fit {
+	size_t npages;
+	struct page_desc *best; /* NULL until a run holds the buffer */
+	size_t warm;		/* warm pages at best */
+	struct page_desc *run_lo[SPAN_RUNS], *run_hi[SPAN_RUNS];
+	unsigned runs;
+};
+
+static bool span_seen(const struct span_fit *f, const struct page_desc *h)
 {
-	if (d == *best)
+	unsigned n = f->runs < SPAN_RUNS ? f->runs : SPAN_RUNS;
+	for (unsigned i = 0; i < n; i++)
+		if (h >= f->run_lo[i] && h < f->run_hi[i])
+			return true;
+	return false;
+}
+
+/* The buffer at d, if more of its pages are warm than at the best place yet, or as many
+ * at a lower address. */
+static void span_consider(struct span_fit *f, struct page_desc *d)
+{
+	if (d == f->best)
 		return;
-	size_t w = warm_in(d, npages);
-	if (!*best || w > *warm || (w == *warm && d < *best)) {
-		*best = d;
-		*warm = w;
+	size_t w = warm_in(d, f->npages);
+	if (!f->best || w > f->warm || (w == f->warm && d < f->best)) {
+		f->best = d;
+		f->warm = w;
 	}
+}
+
+/* The run of free pages from `start`, a free block's first page: the buffer at its
+ * start, at its end, and where each warm stretch in it begins. Walked to twice the
+ * buffer's length at most: a longer run is cut at its start, which keeps its free memory
+ * in one piece (placed at the ends of runs up to four times as long, the holes left
+ * before them cost rlimit_python's small objects 8% of their address space). A block
+ * handed back to the OS ends the run where taking it would pass the cap, as in
+ * run_length. Under the lock. */
+static void span_fit_run(struct span_fit *f, struct page_desc *start)
+{
+	struct region *r = region_of(start);
+	size_t cap = 2 * f->npages, got = 0;
+	struct page_desc *stretch[SPAN_STRETCHES];
+	unsigned stretches = 0;
+	bool warm_before = false;
+	while (got < cap && page_index(start + got) < r->grown) {
+		struct page_desc *b = free_head_at(start + got);
+		if (!b || ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
+			break;
+		bool warm = !(b->flags & PF_COLD);
+		if (warm && !warm_before && got && stretches < SPAN_STRETCHES)
+			stretch[stretches++] = b;
+		warm_before = warm;
+		got = (size_t)(b + (1UL << b->order) - start);
+	}
+	f->run_lo[f->runs % SPAN_RUNS] = start;
+	f->run_hi[f->runs % SPAN_RUNS] = start + got;
+	f->runs++;
+	if (got < f->npages)
+		return;
+	span_consider(f, start);
+	if (got < cap)
+		span_consider(f, start + got - f->npages);
+	for (unsigned i = 0; i < stretches; i++)
+		if ((size_t)(stretch[i] - start) + f->npages <= got)
+			span_consider(f, stretch[i]);
 }
 
 /* A big buffer's pages come from free memory first, where the most of them are warm:
@@ -314,8 +375,8 @@ static void span_consider(struct page_desc **best, size_t *warm, struct page_des
 struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages)
 {
 	struct uslub_node *n = &uslub_nodes[node];
-	struct page_desc *h, *best = NULL, *d = NULL;
-	size_t warm = 0;
+	struct page_desc *h, *d = NULL;
+	struct span_fit f = {.npages = npages};
 	bool reclaimed = false;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 again:
@@ -324,20 +385,11 @@ again:
 		{
 			if (++tries > RUN_TRIES)
 				break;
-			struct page_desc *start = span_start(h);
-			/* Measured to twice the buffer: a longer run is the free top of the
-			 * heap, cold past its start, and its end is not looked at. */
-			size_t len = run_length(start, 2 * npages);
-			if (len < npages)
-				continue;
-			span_consider(&best, &warm, start, npages);
-			if (len < 2 * npages)
-				span_consider(&best, &warm, start + len - npages, npages);
-			if (!(h->flags & PF_COLD) && h > start && run_length(h, npages) >= npages)
-				span_consider(&best, &warm, h, npages);
+			if (!span_seen(&f, h))
+				span_fit_run(&f, span_start(h));
 		}
-	if (best)
-		d = span_claim(n, best, npages);
+	if (f.best)
+		d = span_claim(n, f.best, npages);
 	/* Each step is at most a MAX_BLOCK, and smaller ones (up to USLUB_MAX_ORDER of
 	 * them) align a new region's first pages; a new region (the old one full) starts
 	 * over. Without the alignment steps a program's first big buffer found the zone too
@@ -355,8 +407,7 @@ again:
 		/* What the steps above grew counts against the cap too. */
 		uslub_reclaim_locked(n, node);
 		reclaimed = true;
-		best = NULL;
-		warm = 0;
+		f = (struct span_fit){.npages = npages};
 		goto again;
 	}
 	pthread_mutex_unlock(&n->lock);

@@ -41,6 +41,36 @@ static void mark_large(struct page_desc *d, size_t npages, size_t from)
 		d[i].head = d;
 }
 
+/* Whether spans are made bare (PF_BARE): in a run without the checkers (memcheck, ASan,
+ * Z) and without letters for every cache (USLUB_DEBUG with no cache list), whose checks
+ * look up pointers inside large blocks (debug/bounds.c, api/sized.c). */
+static bool spans_bare(void)
+{
+	return !uslub_block_debug && !(uslub_config.debug_letters && !uslub_config.debug_caches);
+}
+
+struct page_desc *uslub_large_bare_around(const void *p)
+{
+	struct region *r = region_of(p);
+	if (!r)
+		return NULL;
+	struct page_desc *d = region_desc(r, p);
+	if (__atomic_load_n(&d->kind, __ATOMIC_RELAXED) != PAGE_UNUSED)
+		return NULL; /* a block's first page, or a free block's */
+	/* Back over pages that name no block to the first that does (a span is at most a
+	 * HUGE_THRESHOLD of pages). */
+	size_t max = page_index(d) - FIRST_PAGE;
+	if (max > (HUGE_THRESHOLD >> USLUB_PAGE_SHIFT))
+		max = HUGE_THRESHOLD >> USLUB_PAGE_SHIFT;
+	for (size_t k = 1; k <= max; k++) {
+		struct page_desc *h = d - k;
+		if (__atomic_load_n(&h->kind, __ATOMIC_RELAXED) == PAGE_UNUSED)
+			continue;
+		return h->kind == PAGE_LARGE && (h->flags & PF_BARE) && h->objects > k ? h : NULL;
+	}
+	return NULL;
+}
+
 /* The request: uslub_large_set_request (slab.h). */
 size_t uslub_large_request(const struct page_desc *d)
 {
@@ -146,8 +176,10 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	d->objects = (uint16_t)npages;
 	d->order = (uint8_t)order;
 	d->owner = NULL;
-	d->flags = lead ? PF_GUARD : 0;
-	mark_large(d, npages, 1);
+	bool bare = span && spans_bare();
+	d->flags = lead ? PF_GUARD : bare ? PF_BARE : 0;
+	if (!bare)
+		mark_large(d, npages, 1);
 	__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
 	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
@@ -178,7 +210,10 @@ static inline void release(struct page_desc *d)
 	}
 	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
-	uslub_pages_free_range(d, npages);
+	if (d->flags & PF_BARE)
+		uslub_pages_free_bare(d, npages);
+	else
+		uslub_pages_free_range(d, npages);
 }
 
 void uslub_large_free(struct page_desc *d, void *p)
@@ -259,7 +294,16 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 		if (unlikely(uslub_block_debug))
 			resize_debug(d, p, size, npages);
 		retest(d, npages);
-		uslub_pages_free_range(d + npages, old - npages);
+		if (d->flags & PF_BARE) {
+			uslub_pages_free_bare(d + npages, old - npages);
+			/* Smaller than a span: marked, as a block of its size is. */
+			if (npages <= (1UL << USLUB_MAX_ORDER)) {
+				mark_large(d, npages, 1);
+				d->flags &= (uint8_t)~PF_BARE;
+			}
+		} else {
+			uslub_pages_free_range(d + npages, old - npages);
+		}
 		d->objects = (uint16_t)npages;
 		set_request(d, size);
 		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
@@ -268,7 +312,8 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 	if (size > HUGE_THRESHOLD || uslub_pages_claim(d + old, npages - old) != 0)
 		return NULL;
 	retest(d, npages);
-	mark_large(d, npages, old);
+	if (!(d->flags & PF_BARE))
+		mark_large(d, npages, old);
 	if (unlikely(uslub_block_debug))
 		resize_debug(d, p, size, npages);
 	d->objects = (uint16_t)npages;

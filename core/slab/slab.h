@@ -82,6 +82,15 @@ static inline size_t uslub_large_lead(const struct page_desc *d)
 		return USLUB_PAGE_SIZE;
 	return (d->flags & PF_COLOR) ? medium_color_of(d) : 0;
 }
+/* Large-block flag: a big buffer (a span, page/run.c) whose tail pages' descriptors name
+ * no block - not marked when it is made nor cleared when it goes, as every page of a
+ * smaller block is: 3,800 cache lines each way for a 15 MiB buffer, 2-3% of big_buffers'
+ * and malloc_large's time (tools/bench/results/big-buffers.md). A pointer inside one
+ * finds no block, and its report looks the span up (uslub_large_bare_around). The checkers
+ * and letters for every cache look pointers up inside large blocks, and mark every page. */
+#define PF_BARE 0x80
+/* The live bare span that p lies in past its first page, or NULL: for reports. */
+struct page_desc *uslub_large_bare_around(const void *p);
 /* Where the program's bytes of large block d begin: the pointer malloc returned. */
 static inline void *uslub_large_start(struct page_desc *d)
 {
