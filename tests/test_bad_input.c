@@ -433,6 +433,18 @@ static void case_usable_inside_span(void)
 	fprintf(stderr, "usable %zu\n", USABLE_SIZE(tu_opaque(filled(10 << 20) + (6 << 20))));
 }
 
+/* uslub_free_rcu reports a pointer that is no block at once, not after the grace
+ * period: the child exits right after the call. */
+static void case_free_rcu_inside_span(void)
+{
+#ifdef USLUB_PREFIXED
+	uslub_free_rcu(tu_opaque(filled(10 << 20) + (5 << 20)));
+	_exit(4);
+#else
+	_exit(CASE_SKIPPED); /* the prefixed API: the linked build */
+#endif
+}
+
 /* The same inside a large block below a span, whose every page names it. */
 static void case_free_inside_large(void)
 {
@@ -664,6 +676,10 @@ static const struct bad_case cases[] = {
      case_usable_inside_span,
      1,
      {"invalid pointer 0x", "inside a large block of"}},
+    {"uslub_free_rcu(p + 5 MiB) of a 10 MiB buffer",
+     case_free_rcu_inside_span,
+     1,
+     {"uslub_free_rcu(): invalid pointer 0x", "inside a large block of"}},
     {"free(p + 12 KiB) of a 300,000-byte block",
      case_free_inside_large,
      1,

@@ -18,10 +18,6 @@
 void uslub_report_no_block(const char *func, const void *p)
 {
 	struct region *r = region_of(p);
-	struct page_desc *span = uslub_large_bare_around(p);
-	if (span)
-		uslub_report_bad_block("invalid pointer", func, p, "inside a large",
-				       (size_t)span->objects << USLUB_PAGE_SHIFT);
 	if (r) {
 		/* Free pages the region has grown over held a block once; its descriptors
 		 * never did, and past what it grew the slot may hold someone else's mapping.
