@@ -254,9 +254,9 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 				continue;
 			}
 			for (size_t k = 1; k < len; k++)
-				if (d[k].kind != PAGE_UNUSED)
-					bad(w, "free block %p: page %zu inside it has kind %u",
-					    page_address(d), k, d[k].kind);
+				if (d[k].kind != PAGE_UNUSED || d[k].head)
+					bad(w, "free block %p: page %zu in it: kind %u, head %p",
+					    page_address(d), k, d[k].kind, (void *)d[k].head);
 			check_free_test(w, d, len);
 			w->free_heads[nid][o]++;
 			w->free_pages[nid] += len;
