@@ -73,19 +73,27 @@ static inline struct page_desc *free_head_at(struct page_desc *d)
 	return __atomic_load_n(&d->kind, __ATOMIC_RELAXED) == PAGE_FREE ? d : NULL;
 }
 
+/* The free block that continues a run of free pages at d, or NULL where the run ends: at
+ * a page in use, the top of what region r has grown, or a block handed back to the OS
+ * whose taking would pass the cap. */
+static struct page_desc *run_next(struct region *r, struct page_desc *d)
+{
+	if (page_index(d) >= r->grown)
+		return NULL;
+	struct page_desc *b = free_head_at(d);
+	if (!b || ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
+		return NULL;
+	return b;
+}
+
 /* Free pages from `h`, a free block's first page, on: how many follow in a row (up to
- * `want`), block after block. A block handed back to the OS ends the run where taking it
- * would pass the cap. */
+ * `want`), block after block. */
 static size_t run_length(struct page_desc *h, size_t want)
 {
 	struct region *r = region_of(h);
 	size_t got = 0;
-	while (got < want && page_index(h + got) < r->grown) {
-		struct page_desc *b = free_head_at(h + got);
-		if (!b || ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
-			break;
+	for (struct page_desc *b; got < want && (b = run_next(r, h + got));)
 		got = (size_t)(b + (1UL << b->order) - h);
-	}
 	return got;
 }
 
@@ -324,9 +332,8 @@ static void span_consider(struct span_fit *f, struct page_desc *d)
  * start, at its end, and where each warm stretch in it begins. Walked to twice the
  * buffer's length at most: a longer run is cut at its start, which keeps its free memory
  * in one piece (placed at the ends of runs up to four times as long, the holes left
- * before them cost rlimit_python's small objects 8% of their address space). A block
- * handed back to the OS ends the run where taking it would pass the cap, as in
- * run_length. Under the lock. */
+ * before them cost rlimit_python's small objects 8% of their address space). Under the
+ * lock. */
 static void span_fit_run(struct span_fit *f, struct page_desc *start)
 {
 	struct region *r = region_of(start);
@@ -334,10 +341,7 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
 	struct page_desc *stretch[SPAN_STRETCHES];
 	unsigned stretches = 0;
 	bool warm_before = false;
-	while (got < cap && page_index(start + got) < r->grown) {
-		struct page_desc *b = free_head_at(start + got);
-		if (!b || ((b->flags & PF_RELEASED) && uslub_over_limit(block_bytes(b->order))))
-			break;
+	for (struct page_desc *b; got < cap && (b = run_next(r, start + got));) {
 		bool warm = !(b->flags & PF_COLD);
 		if (warm && !warm_before && got && stretches < SPAN_STRETCHES)
 			stretch[stretches++] = b;
