@@ -4,6 +4,12 @@
  * throughput in millions of
  * replacements per second over all threads, measured on the steps alone.
  *
+ * MiB buffers: REPLACE_LIVE=N keeps N blocks a thread instead (1024 at most), and
+ * REPLACE_FILL=1 writes every byte of each new block, as a program fills a buffer it asked
+ * for, so an allocator that hands back pages it must fault in again pays for it here.
+ *
+ * The process's peak resident memory goes to stderr ("replace: peak RSS N MiB").
+ *
  * Usage: replace THREADS BOUND [STEPS_PER_THREAD]   (BOUND in bytes; K and M suffixes) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -13,11 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 enum { LIVE = 1024 };
 
 static size_t bound, lo = 16;
+static unsigned live = LIVE;
+static int fill;
 static uint64_t steps;
 static pthread_barrier_t start;
 
@@ -40,7 +49,10 @@ static void *touch(size_t size)
 		fprintf(stderr, "replace: malloc(%zu) failed\n", size);
 		exit(1);
 	}
-	p[0] = 1;
+	if (fill)
+		memset(p, 1, size);
+	else
+		p[0] = 1;
 	return p;
 }
 
@@ -48,16 +60,16 @@ static void *work(void *arg)
 {
 	uint64_t rng = 0x9e3779b97f4a7c15ULL * ((uintptr_t)arg + 1);
 	void *block[LIVE];
-	for (unsigned i = 0; i < LIVE; i++)
+	for (unsigned i = 0; i < live; i++)
 		block[i] = touch(lo + next(&rng) % (bound - lo + 1));
 	pthread_barrier_wait(&start);
 	for (uint64_t s = 0; s < steps; s++) {
-		unsigned i = (unsigned)(next(&rng) % LIVE);
+		unsigned i = (unsigned)(next(&rng) % live);
 		do_free(block[i]);
 		block[i] = touch(lo + next(&rng) % (bound - lo + 1));
 	}
 	pthread_barrier_wait(&start);
-	for (unsigned i = 0; i < LIVE; i++)
+	for (unsigned i = 0; i < live; i++)
 		do_free(block[i]);
 	return NULL;
 }
@@ -92,8 +104,17 @@ int main(int argc, char **argv)
 	const char *min = getenv("REPLACE_MIN");
 	if (min)
 		lo = parse_size(min);
-	if (threads < 1 || threads > 64 || bound < 16 || lo < 1 || lo > bound) {
-		fprintf(stderr, "replace: 1-64 threads, bound at least 16, REPLACE_MIN 1..bound\n");
+	const char *n = getenv("REPLACE_LIVE");
+	if (n)
+		live = (unsigned)atoi(n);
+	const char *f = getenv("REPLACE_FILL");
+	fill = f && *f == '1';
+	if (threads < 1 || threads > 64 || bound < 16 || lo < 1 || lo > bound || live < 1 ||
+	    live > LIVE) {
+		fprintf(stderr,
+			"replace: 1-64 threads, bound at least 16, REPLACE_MIN 1..bound, "
+			"REPLACE_LIVE 1..%d\n",
+			LIVE);
 		return 2;
 	}
 	pthread_t t[64];
@@ -106,6 +127,9 @@ int main(int argc, char **argv)
 	double t1 = now();
 	for (unsigned i = 0; i < threads; i++)
 		pthread_join(t[i], NULL);
-	printf("%.2f\n", (double)steps * threads / (t1 - t0) / 1e6);
+	printf("%.4g\n", (double)steps * threads / (t1 - t0) / 1e6);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(stderr, "replace: peak RSS %.1f MiB\n", ru.ru_maxrss / 1024.0);
 	return 0;
 }

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 # replace_table.py OUT: the markdown table of replace_matrix.sh's output, median [min-max] per
-# cell, uslub in bold where its median is at or above every peer's.
+# cell, uslub in bold where its median is at or above every peer's; bounds in MiB also give the
+# median peak RSS (MiB) after a slash, and their rate is in replacements a second.
 import sys, statistics, collections
 d=collections.defaultdict(list)
+peak=collections.defaultdict(list)
 for line in open(sys.argv[1]):
     p=line.split()
-    if len(p)!=5: continue
+    if len(p) not in (5,6): continue
     try: d[(p[0],int(p[1]),p[2])].append(float(p[4]))
-    except: pass
+    except: continue
+    if len(p)==6: peak[(p[0],int(p[1]),p[2])].append(float(p[5]))
 allocs=[a for a in ["glibc","jemalloc","tcmalloc","mimalloc","uslub","base"] if any(k[2]==a for k in d)]
 bounds=[]; threads=[]
 for k in d:
@@ -25,7 +28,11 @@ for b in bounds:
             v=d[(b,t,a)]
             if not v: cells.append("-"); continue
             m=statistics.median(v)
-            s="%.1f [%.1f-%.1f]"%(m,min(v),max(v))
+            if b.endswith("M"):
+                s="%.0f/s [%.0f-%.0f]"%(m*1e6,min(v)*1e6,max(v)*1e6)
+                if peak[(b,t,a)]: s+=" / %.0f MiB"%statistics.median(peak[(b,t,a)])
+            else:
+                s="%.1f [%.1f-%.1f]"%(m,min(v),max(v))
             if a=="uslub" and m>=best: s="**"+s+"**"
             cells.append(s)
         print("| %s | %d | "%(b,t)+" | ".join(cells)+" |")
