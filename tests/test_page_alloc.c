@@ -1,9 +1,8 @@
 /* The buddy page allocator: split and coalesce keep its invariants (every free block
  * naturally aligned, marked in its first descriptor, no two free buddies left apart,
  * counts matching the lists), freeing everything restores the free lists exactly,
- * claiming a range takes just those pages, a hand-back of part of a free block takes only
- * its top (the lower halves stay free, warm, as they were), and released memory reads back
- * as zero and is inaccessible until it is handed out again. */
+ * claiming a range takes just those pages, and released memory reads back as zero and is
+ * inaccessible until it is handed out again. */
 #include "thread/thread.h"
 #include "os/os.h"
 #include "test_util.h"
@@ -188,52 +187,6 @@ static void release_to_os(void)
 		nonzero += q[i] != 0;
 	CHECKF(nonzero == 0, "released memory reads as zero (%zu bytes were not)", nonzero);
 	uslub_pages_free(again, 8);
-}
-
-/* uslub_take_top: a span's pay (decay.c, section 9) hands back as many pages as the span
- * faults in, from the top of the highest free blocks; the rest of a block stays free and
- * warm, with its decay stamp, instead of going back whole (a 4 MiB block for 69 pages). */
-static void take_top(void)
-{
-	struct uslub_node *n = &uslub_nodes[0];
-	struct page_desc *d = uslub_pages_alloc(0, USLUB_MAX_ORDER, 0);
-	CHECKF(d != NULL, "max-order block");
-	memset(page_address(d), 1, USLUB_PAGE_SIZE << USLUB_MAX_ORDER);
-	uslub_pages_free(d, USLUB_MAX_ORDER);
-	static const struct {
-		size_t pages, got;
-	} cases[] = {{69, 128}, {128, 128}, {129, 256}, {512, 512}, {513, 1024}, {1, 1}};
-	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		size_t want = cases[c].pages, got = cases[c].got, whole = 1UL << USLUB_MAX_ORDER;
-		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-		bool free_whole = uslub_free_block_of(d) == d && d->order == USLUB_MAX_ORDER &&
-				  !(d->flags & PF_COLD);
-		uint16_t stamp = d->objects;
-		uint64_t warm = n->warm_free_pages;
-		struct page_desc *top = free_whole ? uslub_take_top(n, d, want) : NULL;
-		bool rest_ok = true;
-		/* Below the piece: free blocks of falling order, warm, stamped as the block. */
-		for (struct page_desc *b = d; top && b < top; b += 1UL << b->order)
-			rest_ok &= uslub_free_block_of(b) == b && !(b->flags & PF_COLD) &&
-				   b->objects == stamp && b + (1UL << b->order) <= top;
-		uint64_t warm_after = n->warm_free_pages;
-		pthread_mutex_unlock(&n->lock);
-		CHECKF(free_whole, "%zu pages: the block is free, whole and warm", want);
-		if (!top)
-			continue;
-		CHECKF((size_t)1 << top->order == got && top + got == d + whole,
-		       "%zu pages: the top %zu pages taken (got %zu at page %zd)", want, got,
-		       (size_t)1 << top->order, top - d);
-		CHECKF(rest_ok, "%zu pages: the pages below stay free and warm, with their stamp",
-		       want);
-		CHECKF(warm - warm_after == got, "%zu pages: warm free pages %lu -> %lu", want,
-		       (unsigned long)warm, (unsigned long)warm_after);
-		CHECKF(uslub_pages_check(0) == 0, "%zu pages: invariants with the piece out", want);
-		uslub_pages_free(top, top->order);
-		CHECKF(uslub_free_block_of(d) == d && d->order == USLUB_MAX_ORDER,
-		       "%zu pages: the piece merges back into the whole block", want);
-	}
-	CHECKF(uslub_pages_check(0) == 0, "after the hand-back pieces");
 }
 
 /* Whether the kernel can read p's byte (into a pipe, and back): a page made inaccessible
@@ -440,7 +393,6 @@ int main(void)
 	free_range_and_claim();
 	large_runs();
 	release_to_os();
-	take_top();
 	released_inaccessible();
 	os_failure();
 	clock_from_vdso();

@@ -80,22 +80,6 @@ void uslub_list_remove(struct uslub_node *n, struct page_desc *d)
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 }
 
-struct page_desc *uslub_take_top(struct uslub_node *n, struct page_desc *d, size_t pages)
-{
-	unsigned o = d->order;
-	unsigned flags = d->flags;
-	uint16_t stamp = d->objects;
-	uslub_list_remove(n, d);
-	for (; o > 0 && pages <= (1UL << (o - 1)); o--) {
-		list_insert(n, d, o - 1, flags, stamp);
-		d += 1UL << (o - 1);
-	}
-	d->order = (uint8_t)o;
-	d->flags = (uint8_t)flags;
-	d->objects = stamp;
-	return d;
-}
-
 /* Halves d and b of one order to merge, one of them handed back to the OS (released:
  * uncounted, and maybe inaccessible, decay.c) and the other not; under the lock. Merged
  * halves are released only if both are. So the released half is counted as mapped again

@@ -80,13 +80,13 @@
  *      shape: 1.5-10x the memory faulted in for the same peak).
  *    - How many: mincore on the span says which of its pages are resident, as the
  *      flags cannot: a warm half merged with a never-touched one is a warm block. Only
- *      looked at while the zone keeps more than its keep (a peek, then the lock). That
- *      many go back, from the top of each block (uslub_take_top; under twice as many),
- *      not the blocks whole: a 4 MiB block handed back for a span's 69 fresh pages was
- *      faulted in again by the next: two threads replacing buffers of up to 8 MiB took
- *      160 thousand faults against 60 thousand with no pay at all, 82 with the top only.
- *    - The cost: faults where a piece handed back is reused (big_buffers 41 -> 45
- *      thousand, glibc's 415; malloc_large 146 -> 156 thousand, glibc's 424).
+ *      looked at while the zone keeps more than its keep (a peek, then the lock). The
+ *      highest blocks go whole, up to 4 MiB for a few fresh pages: handing back only as
+ *      many pages, from each block's top, faulted less (two threads replacing buffers of
+ *      up to 8 MiB: 82 thousand against 160; malloc_large 156 against 184) but raised
+ *      the peaks past glibc's (234 MiB against 227; malloc_large 490.3 against 489.9).
+ *    - The cost: faults where a piece handed back is reused (big_buffers 41 -> 68
+ *      thousand, glibc's 415; malloc_large 146 -> 172 thousand, glibc's 424).
  *      tools/bench/results/big-buffers.md. */
 #include "page/page.h"
 
@@ -364,10 +364,8 @@ static struct page_desc *shed_high_locked(struct uslub_node *n, uint64_t pages)
 		}
 	struct page_desc *batch = NULL;
 	for (unsigned i = 0; i < nr && pages; i++) {
-		struct page_desc *b = uslub_take_top(n, top[i], pages);
-		size_t len = 1UL << b->order;
-		b->next = batch;
-		batch = b;
+		size_t len = 1UL << top[i]->order;
+		batch = batch_add(n, top[i], top[i]->order, batch);
 		pages = pages > len ? pages - len : 0;
 	}
 	if (batch)

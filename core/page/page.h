@@ -254,10 +254,6 @@ extern _Atomic uint64_t uslub_warm_pages_all;
 
 /* Block d off zone n's free list, under the lock. */
 void uslub_list_remove(struct uslub_node *n, struct page_desc *d);
-/* Free block d off its list for a hand-back of `pages` pages from its top: the lower
- * halves not needed stay on the lists as they were, and the piece returned (fewer than
- * twice `pages` pages, or d whole) has its order set. Under the lock. */
-struct page_desc *uslub_take_top(struct uslub_node *n, struct page_desc *d, size_t pages);
 /* Put one naturally aligned block back and merge it with free buddies, under the lock.
  * `stamp`: the decay step it went free in, when warm. */
 void uslub_free_one(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags,
