@@ -1,8 +1,7 @@
 /* The buddy page allocator: split and coalesce keep its invariants (every free block
  * naturally aligned, marked in its first descriptor, no two free buddies left apart,
  * counts matching the lists), freeing everything restores the free lists exactly,
- * claiming a range takes just those pages, blocks of 1 MiB and up go to the tightest
- * equally warm hole (spans to the lowest), and released memory reads back as zero and is
+ * claiming a range takes just those pages, and released memory reads back as zero and is
  * inaccessible until it is handed out again. */
 #include "thread/thread.h"
 #include "os/os.h"
@@ -115,52 +114,6 @@ static void free_range_and_claim(void)
 
 /* A large block that no free block of its order holds is made of neighbouring smaller
  * free blocks before the heap grows. */
-/* Blocks of PLACED_PAGES (1 MiB) up to a MAX_BLOCK are placed by the span search
- * (core/page/run.c): of the places with the most warm pages, the tightest run that holds
- * them, which leaves the larger holes for larger blocks; spans keep the lowest address,
- * which keeps the free memory above them in one piece. */
-static void placed_best_fit(void)
-{
-	unsigned z = LARGE_ZONE(0);
-	tu_section("a 2.2 MiB block goes to a 2.5 MiB warm hole before a lower 3 MiB one; "
-		   "a 4.1 MiB span to the lower of holes of 5.1 and 4.3 MiB");
-	/* 8 MiB whose pages are freed warm in two holes: 3 MiB at its start, then 2.5 MiB
-	 * between pages still held. */
-	struct page_desc *d = uslub_pages_alloc_span(z, 2048);
-	CHECKF(d != NULL, "8 MiB from the large zone");
-	if (!d)
-		return;
-	uslub_pages_free_range(d, 768);
-	uslub_pages_free_range(d + 1024, 640);
-	struct page_desc *p = uslub_pages_alloc_span(z, 563);
-	CHECKF(p == d + 1024, "2.2 MiB at page 1024 of the 8 MiB (the 2.5 MiB hole), got %td",
-	       p ? p - d : -1);
-	CHECKF(uslub_pages_check(z) == 0, "zone consistent after the placed block");
-	/* Holes of 1300 and 1100 pages for a span of 1050: the lower one, though the upper
-	 * fits closer. */
-	struct page_desc *e = uslub_pages_alloc_span(z, 4096);
-	CHECKF(e != NULL, "16 MiB from the large zone");
-	struct page_desc *q = NULL;
-	if (e) {
-		uslub_pages_free_range(e, 1300);
-		uslub_pages_free_range(e + 1400, 1100);
-		q = uslub_pages_alloc_span(z, 1050);
-		CHECKF(q && q < e + 1300, "the span in the lower hole (page %td of the 16 MiB)",
-		       q ? q - e : -1);
-	}
-	if (p)
-		uslub_pages_free_range(p, 563);
-	uslub_pages_free_range(d + 768, 256);
-	uslub_pages_free_range(d + 1664, 384);
-	if (e) {
-		if (q)
-			uslub_pages_free_range(q, 1050);
-		uslub_pages_free_range(e + 1300, 100);
-		uslub_pages_free_range(e + 2500, 4096 - 2500);
-	}
-	CHECKF(uslub_pages_check(z) == 0, "zone consistent with all of it back");
-}
-
 static void large_runs(void)
 {
 	/* The slab zone: the large zone has nothing before it first grows (it borrows). The
@@ -435,7 +388,6 @@ int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up */
 	CHECKF(uslub_pages_check(0) == 0, "invariants at start");
-	placed_best_fit();
 	split_and_coalesce();
 	random_orders();
 	free_range_and_claim();

@@ -110,13 +110,9 @@ int uslub_pages_claim(struct page_desc *d, size_t npages);
  * NULL if neither is free. */
 #define RUN_TRIES 256
 struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned tries);
-/* A run of npages free pages of zone `node`, claimed: warm free pages first, then cold
- * ones, then the zone grown for it. NULL, ENOMEM. For spans (more than a MAX_BLOCK) and
- * large blocks of PLACED_PAGES or more. */
+/* A run of npages (more than a MAX_BLOCK) free pages of zone `node`, claimed: warm free
+ * pages first, then cold ones, then the zone grown for it. NULL, ENOMEM. */
 struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages);
-/* Large blocks of this many pages (1 MiB) and more are placed as spans are, not cut from
- * a power-of-two block (slab/large.c says why). */
-#define PLACED_PAGES (1UL << (USLUB_MAX_ORDER - 2))
 /* At USLUB_MEM_LIMIT free memory still counts against the cap: every free block of zone
  * `node`'s node goes back to the OS, so the cap admits a block (a released one or a fresh
  * one) - reclaim, on the caller's time. Called and returns with n's lock held, which it

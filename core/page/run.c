@@ -302,7 +302,6 @@ struct span_fit {
 	size_t npages;
 	struct page_desc *best; /* NULL until a run holds the buffer */
 	size_t warm;		/* warm pages at best */
-	size_t len;		/* free pages in its run, up to twice npages */
 	struct page_desc *run_lo[SPAN_RUNS], *run_hi[SPAN_RUNS];
 	unsigned runs;
 };
@@ -316,24 +315,16 @@ static bool span_seen(const struct span_fit *f, const struct page_desc *h)
 	return false;
 }
 
-/* The buffer at d, in a run of `len` free pages (up to twice the buffer), if more of its
- * pages are warm than at the best place yet, or as many at a lower address - or, for a
- * block of less than a MAX_BLOCK, as many in a shorter run (best fit): such blocks come
- * and go among the spans, and the holes they leave are the next ones' (the replacement of
- * 32 buffers of up to 8 MiB, one thread: 62,900 faults against 76,800 at the lowest
- * address, peak 202 MiB against 206; spans so placed faulted half as much again in
- * big_buffers, 71,500 against 46,000). */
-static void span_consider(struct span_fit *f, struct page_desc *d, size_t len)
+/* The buffer at d, if more of its pages are warm than at the best place yet, or as many
+ * at a lower address. */
+static void span_consider(struct span_fit *f, struct page_desc *d)
 {
 	if (d == f->best)
 		return;
 	size_t w = warm_in(d, f->npages);
-	bool fit = f->npages < (1UL << USLUB_MAX_ORDER);
-	if (!f->best || w > f->warm ||
-	    (w == f->warm && (fit && len != f->len ? len < f->len : d < f->best))) {
+	if (!f->best || w > f->warm || (w == f->warm && d < f->best)) {
 		f->best = d;
 		f->warm = w;
-		f->len = len;
 	}
 }
 
@@ -362,16 +353,15 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
 	f->runs++;
 	if (got < f->npages)
 		return;
-	span_consider(f, start, got);
+	span_consider(f, start);
 	if (got < cap)
-		span_consider(f, start + got - f->npages, got);
+		span_consider(f, start + got - f->npages);
 	for (unsigned i = 0; i < stretches; i++)
 		if ((size_t)(stretch[i] - start) + f->npages <= got)
-			span_consider(f, stretch[i], got);
+			span_consider(f, stretch[i]);
 }
 
-/* A big buffer's pages (a span, or a large block of PLACED_PAGES and up: large.c) come
- * from free memory first, where the most of them are warm:
+/* A big buffer's pages come from free memory first, where the most of them are warm:
  * among the runs of free pages that hold npages and start at up to RUN_TRIES free blocks
  * (largest first), a buffer placed at a run's start, at its end, or at a warm block in
  * it; the lowest of those as warm as the best. Warm pages are reused rather than faulted
