@@ -6,8 +6,7 @@
  * USLUB_MEM_LIMIT) first gives back cached ones; linked, the heap walker's accounting holds
  * throughout; realloc,
  * memalign and fork keep huge blocks' bytes (also under USLUB_DEBUG=FZP, where each has red
- * zones before and after it); below a peak set earlier, replacing buffers hands nothing
- * back. Built linked (uslub_ names) and plain (run preloaded). */
+ * zones before and after it). Built linked (uslub_ names) and plain (run preloaded). */
 #include "test_util.h"
 
 #include <stdbool.h>
@@ -19,10 +18,6 @@
 #ifdef USLUB_PREFIXED
 #include "debug/check.h"
 #include "thread/thread.h"
-int uslub_mallopt(int param, int value);
-#define MALLOPT(p, v) uslub_mallopt(p, v)
-#else
-#define MALLOPT(p, v) mallopt(p, v)
 #endif
 
 #define MIB TU_MIB
@@ -115,57 +110,6 @@ static void replace_buffers(void)
 	for (int i = 0; i < LIVE; i++)
 		FREE(buf[i]);
 	check_heap("after the replacements");
-}
-
-/* A span cut from pages not resident pays for them with warm free pages past the zone's
- * keep (core/page/decay.c, section 9) only where they would raise the process's peak
- * resident memory: below a peak set earlier, pages handed back were faulted in again by
- * the next buffers and lowered no peak. The keep is cut to 1 MiB (M_TRIM_THRESHOLD), so
- * that without the peak's limit replacements would pay (measured: 36 MiB handed back). */
-static void below_the_peak(void)
-{
-	enum { LIVE = 3, ROUNDS = 30 };
-	tu_section("after a 200 MiB peak, %d replacements of 5-25 MiB buffers (%d live, "
-		   "filled) below it hand nothing back, with M_TRIM_THRESHOLD at 1 MiB",
-		   ROUNDS, LIVE);
-	tu_get_totals_fn totals = tu_totals_fn();
-	bool plain = !getenv("USLUB_DEBUG") || !*getenv("USLUB_DEBUG");
-	unsigned char *spike = MALLOC(200 * MIB);
-	CHECK(spike != NULL);
-	if (!spike || !totals)
-		return;
-	memset(spike, 1, 200 * MIB);
-	FREE(spike);
-	MALLOC_TRIM(0);
-	MALLOPT(M_TRIM_THRESHOLD, (int)MIB);
-	struct uslub_totals t0, t1;
-	totals(&t0);
-	unsigned char *buf[LIVE] = {0};
-	uint64_t seed = 29;
-	for (int r = 0; r < ROUNDS + LIVE; r++) {
-		int i = r % LIVE;
-		size_t n = 5 * MIB + tu_rand(&seed) % (20 * MIB);
-		unsigned char *p = MALLOC(n);
-		CHECK(p != NULL);
-		if (!p)
-			break;
-		memset(p, r & 0xff, n);
-		FREE(buf[i]);
-		buf[i] = p;
-	}
-	totals(&t1);
-	printf("  %lu MiB handed back below the peak\n",
-	       (unsigned long)((t1.returned - t0.returned) / MIB));
-#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-	if (plain)
-		CHECKF(t1.returned - t0.returned < 4 * MIB, "%lu MiB handed back below the peak",
-		       (unsigned long)((t1.returned - t0.returned) / MIB));
-#endif
-	(void)plain;
-	MALLOPT(M_TRIM_THRESHOLD, 32 * (int)MIB);
-	for (int i = 0; i < LIVE; i++)
-		FREE(buf[i]);
-	check_heap("after the replacements below the peak");
 }
 
 /* A buffer up to HUGE_THRESHOLD is a span of the large zone: freed, its pages are the next
@@ -464,7 +408,6 @@ int main(int argc, char **argv)
 	printf("test_big_buffers (%s)\n", VARIANT);
 	CHECK(tu_totals_fn() != NULL);
 	replace_buffers();
-	below_the_peak();
 	/* With almost nothing in use the cache keeps no more than 16 MiB (uslub_keep_bound),
 	 * so the tests of what it keeps hold a block in use: never touched, so it costs no
 	 * resident memory. */

@@ -125,8 +125,6 @@ unsigned uslub_os_ncpus(void);
 long uslub_os_read_file(const char *path, char *buf, size_t cap);
 /* Resident bytes of the process (from /proc/self/statm), 0 if unknown. */
 uint64_t uslub_os_rss(void);
-/* The process's peak resident bytes so far (getrusage's ru_maxrss), 0 if unknown. */
-uint64_t uslub_os_peak_rss(void);
 /* clock_gettime through the vDSO, found once in its symbol table (the system call if it
  * has none): libc's wrapper would map 64 KiB more of libc's text into every process. */
 void uslub_os_clock(clockid_t id, struct timespec *ts);

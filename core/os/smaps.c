@@ -1,20 +1,13 @@
-/* What the kernel says about our memory: resident bytes from /proc/self/statm, the peak
- * from getrusage, resident and huge-page-backed bytes per mapping from /proc/self/smaps (the
- * statistics and the live page), and the hex numbers both procfs files are written in. */
+/* What the kernel says about our memory: resident bytes from /proc/self/statm, resident
+ * and huge-page-backed bytes per mapping from /proc/self/smaps (the statistics and the
+ * live page), and the hex numbers both procfs files are written in. */
 #include "os/os.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/resource.h>
 #include <unistd.h>
-
-uint64_t uslub_os_peak_rss(void)
-{
-	struct rusage ru;
-	return USLUB_OUT(getrusage(RUSAGE_SELF, &ru)) == 0 ? (uint64_t)ru.ru_maxrss << 10 : 0;
-}
 
 uint64_t uslub_os_rss(void)
 {

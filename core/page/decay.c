@@ -389,17 +389,6 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 	if (resident < 0 || (size_t)resident >= npages)
 		return;
 	uint64_t fresh = npages - (size_t)resident;
-	/* Only what would raise the process's peak: below it, fresh pages cost their faults
-	 * but no memory anyone measures, and warm pages handed back there were faulted in
-	 * again by the next blocks. Unknown (no /proc), every fresh page is paid. */
-	uint64_t rss = uslub_os_rss() >> USLUB_PAGE_SHIFT;
-	uint64_t peak = uslub_os_peak_rss() >> USLUB_PAGE_SHIFT;
-	if (rss && peak) {
-		if (rss + fresh <= peak)
-			return;
-		if (fresh > rss + fresh - peak)
-			fresh = rss + fresh - peak;
-	}
 	struct page_desc *batch = NULL;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	if (n->warm_free_pages > keep) {
