@@ -6,7 +6,11 @@
  * Sizes are log-uniform, so small requests dominate by count and large ones by bytes, as
  * in most programs. realloc must carry the kept bytes over; both ends are compared.
  *
- * Usage: realloc_mix [SCALE]   (operations scale; one thread) */
+ * A second argument raises the largest size (MiB): with 16, a few hundred buffers of
+ * 1-16 MiB live among the small ones and grow and shrink by realloc - where uslub loses
+ * (tools/bench/results/big-buffers.md).
+ *
+ * Usage: realloc_mix [SCALE [MAX_MIB]]   (operations scale; one thread) */
 #include "workload.h"
 
 enum {
@@ -26,10 +30,18 @@ int main(int argc, char **argv)
 {
 	uint64_t ops = wl_scaled(OPS, wl_scale(argc, argv));
 	uint64_t rng = wl_seed(1), serial = 0, reallocs = 0, moved = 0;
+	size_t max = WL_MIB;
+	if (argc > 2) {
+		char *end;
+		unsigned long mib = strtoul(argv[2], &end, 10);
+		if (*end != '\0' || mib < 1 || mib > 1024)
+			wl_fail("bad MAX_MIB '%s' (want 1-1024)", argv[2]);
+		max = mib * WL_MIB;
+	}
 	for (uint64_t n = 0; n < ops; n++) {
 		struct obj *s = &slot[wl_rand(&rng) % SLOTS];
 		if (s->p == NULL) {
-			s->size = wl_log_range(&rng, 1, WL_MIB);
+			s->size = wl_log_range(&rng, 1, max);
 			s->key = serial++;
 			s->p = wl_malloc(s->size);
 			wl_check_aligned(s->p, s->size);
@@ -39,7 +51,7 @@ int main(int argc, char **argv)
 		wl_check(s->p, s->size, s->key);
 		switch (wl_rand(&rng) % 3) {
 		case 0: {
-			size_t n2 = wl_log_range(&rng, 1, WL_MIB);
+			size_t n2 = wl_log_range(&rng, 1, max);
 			size_t kept = n2 < s->size ? n2 : s->size;
 			size_t tail = kept < 8 ? 0 : kept - 8;
 			unsigned char head[8], end[8];
@@ -64,7 +76,7 @@ int main(int argc, char **argv)
 			break;
 		default:
 			free(s->p);
-			s->size = wl_log_range(&rng, 1, WL_MIB);
+			s->size = wl_log_range(&rng, 1, max);
 			s->key = serial++;
 			s->p = wl_malloc(s->size);
 			wl_check_aligned(s->p, s->size);
