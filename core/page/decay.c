@@ -85,8 +85,10 @@
  *      many pages, from each block's top, faulted less (two threads replacing buffers of
  *      up to 8 MiB: 82 thousand against 160; malloc_large 156 against 184) but raised
  *      the peaks past glibc's (234 MiB against 227; malloc_large 490.3 against 489.9).
- *    - The cost: faults where a piece handed back is reused (big_buffers 41 -> 68
- *      thousand, glibc's 415; malloc_large 146 -> 172 thousand, glibc's 424).
+ *    - The cost: faults where a piece handed back is reused. With run.c's placement
+ *      (measured at ac3cc9f against no pay): big_buffers 38 -> 46 thousand (glibc's
+ *      415) for a peak of 140.4 MiB against 149.2; malloc_large 132 -> 184 thousand
+ *      (glibc's 424) for 477.4 MiB against 503.0; glibc 146.1 and 489.9.
  *      tools/bench/results/big-buffers.md. */
 #include "page/page.h"
 
