@@ -11,12 +11,14 @@
 
 #include <stdbool.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #ifdef USLUB_PREFIXED
 #include "debug/check.h"
+#include "page/page.h"
 #include "thread/thread.h"
 #endif
 
@@ -114,6 +116,134 @@ static void replace_buffers(void)
 
 /* A buffer up to HUGE_THRESHOLD is a span of the large zone: freed, its pages are the next
  * one's, in place, with no system call; the heap walker sees it as a large block. */
+/* Lines of /proc/self/maps: the mappings the kernel keeps for the process. */
+static int mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0, c;
+	if (!f)
+		return -1;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* Whether this kernel moves pages with MREMAP_DONTUNMAP (5.7), asked on a scratch
+ * mapping of the test's own. */
+static bool kernel_moves(void)
+{
+	size_t page = 4096;
+	char *a = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (a == MAP_FAILED)
+		return false;
+	a[0] = 1;
+	bool ok = mremap(a, page, page, MREMAP_MAYMOVE | MREMAP_FIXED | 4 /* DONTUNMAP */,
+			 a + page) != MAP_FAILED;
+	ok = ok && a[page] == 1;
+	munmap(a, 2 * page);
+	return ok;
+}
+
+/* Section 10 of the page allocator (core/page/move.c): a span cut from fresh pages while
+ * the zone keeps more warm free memory than it may gets the pages paid for moved in - no
+ * page faults filling it - and the live buffers around keep their bytes; the mappings the
+ * moves split are joined again once the memory goes back (malloc_trim). */
+static void pay_moves(void)
+{
+	enum { N = 24 };
+	tu_section("a span paid for by warm free pages gets them moved in (under 128 of its "
+		   "2048 pages faulted filling it), live buffers keep their bytes, and the "
+		   "mappings moves split are joined again after malloc_trim");
+	bool plain = !getenv("USLUB_DEBUG") || !*getenv("USLUB_DEBUG");
+	bool moves = kernel_moves();
+	if (!moves)
+		printf(
+		    "  this kernel does not move pages (MREMAP_DONTUNMAP): faults not checked\n");
+	MALLOC_TRIM(0);
+	int maps0 = mappings();
+	unsigned char *buf[N];
+	for (int i = 0; i < N; i++) {
+		buf[i] = MALLOC(6 * MIB);
+		CHECK(buf[i] != NULL);
+		if (!buf[i])
+			return;
+		tu_fill(buf[i], 0, 6 * MIB, (uint64_t)i);
+	}
+	/* 72 MiB warm free in holes too short for 8 MiB, 72 in use: 40 more than the zone
+	 * keeps (M_TRIM_THRESHOLD, 32 MiB), so the next span's fresh pages are all paid for
+	 * (without the move, measured: 515-900 faults). */
+	for (int i = 1; i < N; i += 2)
+		FREE(buf[i]);
+	long faults0 = minor_faults();
+#ifdef USLUB_PREFIXED
+	uint64_t moved0 = 0;
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		moved0 += __atomic_load_n(&uslub_nodes[z].moved_pages, __ATOMIC_RELAXED);
+#endif
+	unsigned char *big = MALLOC(8 * MIB);
+	CHECK(big != NULL);
+	if (!big)
+		return;
+	tu_fill(big, 0, 8 * MIB, 99);
+	long faults = minor_faults() - faults0;
+	printf("  %ld page faults filling an 8 MiB span (2048 pages)\n", faults);
+	if (moves && plain)
+		CHECKF(faults < 128, "%ld page faults filling the span", faults);
+#ifdef USLUB_PREFIXED
+	/* What the stats report as moved_bytes: the pages the pay moved in. */
+	uint64_t moved = 0;
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		moved += __atomic_load_n(&uslub_nodes[z].moved_pages, __ATOMIC_RELAXED);
+	if (moves && plain)
+		CHECKF(moved - moved0 >= 256, "%lu pages moved in",
+		       (unsigned long)(moved - moved0));
+	printf("  %lu pages moved in\n", (unsigned long)(moved - moved0));
+#endif
+	CHECK(tu_verify(big, 8 * MIB, 99) == (size_t)-1);
+	for (int i = 0; i < N; i += 2)
+		CHECKF(tu_verify(buf[i], 6 * MIB, (uint64_t)i) == (size_t)-1,
+		       "live buffer %d lost its bytes", i);
+	/* More spans, each paid for while the zone keeps more than it may: moved ranges
+	 * that the kernel keeps as mappings of their own, until the memory goes back. */
+	unsigned char *more[4];
+	for (int i = 0; i < 4; i++) {
+		more[i] = MALLOC(8 * MIB);
+		CHECK(more[i] != NULL);
+		if (more[i])
+			tu_fill(more[i], 0, 8 * MIB, 200 + (uint64_t)i);
+	}
+	for (int i = 0; i < 4; i++)
+		if (more[i])
+			CHECK(tu_verify(more[i], 8 * MIB, 200 + (uint64_t)i) == (size_t)-1);
+	/* The holes again, some of them emptied by the move: usable, and what is written
+	 * stays. */
+	for (int i = 1; i < N; i += 2) {
+		buf[i] = MALLOC(6 * MIB);
+		CHECK(buf[i] != NULL);
+		if (buf[i])
+			tu_fill(buf[i], 0, 6 * MIB, 100 + (uint64_t)i);
+	}
+	for (int i = 0; i < N; i++)
+		if (buf[i])
+			CHECKF(tu_verify(buf[i], 6 * MIB,
+					 i % 2 ? 100 + (uint64_t)i : (uint64_t)i) == (size_t)-1,
+			       "buffer %d lost its bytes", i);
+	CHECK(tu_verify(big, 8 * MIB, 99) == (size_t)-1);
+	check_heap("after moves");
+	int maps1 = mappings();
+	for (int i = 0; i < N; i++)
+		FREE(buf[i]);
+	for (int i = 0; i < 4; i++)
+		FREE(more[i]);
+	FREE(big);
+	MALLOC_TRIM(0);
+	int maps2 = mappings();
+	printf("  mappings: %d before, %d with the buffers, %d after malloc_trim\n", maps0, maps1,
+	       maps2);
+	CHECKF(maps2 <= maps0 + 2, "%d mappings after malloc_trim, %d before", maps2, maps0);
+}
+
 static void span_reused(void)
 {
 	tu_section("a 20 MiB buffer is cut from the zone's pages: freed and asked for again, "
@@ -408,6 +538,7 @@ int main(int argc, char **argv)
 	printf("test_big_buffers (%s)\n", VARIANT);
 	CHECK(tu_totals_fn() != NULL);
 	replace_buffers();
+	pay_moves();
 	/* With almost nothing in use the cache keeps no more than 16 MiB (uslub_keep_bound),
 	 * so the tests of what it keeps hold a block in use: never touched, so it costs no
 	 * resident memory. */

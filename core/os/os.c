@@ -163,6 +163,55 @@ void *uslub_os_remap(void *addr, size_t old_size, size_t new_size)
 	return p;
 }
 
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7; glibc's headers before 2.32 lack it */
+#endif
+
+int uslub_os_move(void *from, void *to, size_t size)
+{
+	int saved = errno;
+	if (uslub_os_injected_failure(FAULT_MREMAP))
+		return -1;
+	int flags = MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP;
+	void *p = USLUB_OUT(mremap(from, size, size, flags, to));
+	if (p == MAP_FAILED)
+		return -1;
+	errno = saved;
+	return 0;
+}
+
+int uslub_os_renew(void *addr, size_t size)
+{
+	int saved = errno;
+	if (uslub_os_injected_failure(FAULT_MMAP))
+		return -1;
+	int rw = PROT_READ | PROT_WRITE, flags = ANON_RW | MAP_NORESERVE;
+	void *p = USLUB_OUT(mmap(addr, size, rw, flags | MAP_FIXED, -1, 0));
+	if (p == addr) {
+		errno = saved;
+		return 0;
+	}
+	/* Refused. A kernel before 6.12 may have unmapped the range first: map it again
+	 * where it is a hole, hand its pages back where it is not. */
+	if (USLUB_OUT(madvise(addr, size, MADV_DONTNEED)) == 0)
+		return errno = saved, 0;
+	p = USLUB_OUT(mmap(addr, size, rw, flags | MAP_FIXED_NOREPLACE, -1, 0));
+	if (p == addr)
+		return errno = saved, 0;
+	if (p != MAP_FAILED)
+		USLUB_OUT(munmap(p, size));
+	return -2;
+}
+
+int uslub_os_residency(void *addr, size_t size, unsigned char *vec)
+{
+	int saved = errno;
+	if (USLUB_OUT(mincore(addr, size, vec)) != 0)
+		return -1;
+	errno = saved;
+	return 0;
+}
+
 int uslub_os_release(void *addr, size_t size)
 {
 	int saved = errno;

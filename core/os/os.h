@@ -43,6 +43,20 @@ void *uslub_os_map(size_t size);
 void *uslub_os_remap(void *addr, size_t old_size, size_t new_size);
 /* Hand pages back: afterwards they read as zero and are not resident. */
 int uslub_os_release(void *addr, size_t size);
+/* Move the pages of [from, from + size) to `to`, replacing what was mapped there
+ * (mremap with MREMAP_FIXED and MREMAP_DONTUNMAP, Linux 5.7): `from` stays mapped, as
+ * after uslub_os_release; `to` reads what `from` held, resident without a fault. The
+ * kernel keeps `to` a mapping of its own (its pages keep their old offsets), which
+ * uslub_os_renew undoes. -1 where refused (EINVAL on a kernel without the flag; EFAULT
+ * where `from` crosses two mappings), and then nothing moved. */
+int uslub_os_move(void *from, void *to, size_t size);
+/* Hand pages back by mapping the range afresh, so that the kernel joins it to the
+ * mappings beside it again. 0; -1 where refused with the range as it was; -2 where the
+ * range could be neither mapped again nor found mapped (a kernel before 6.12 unmaps
+ * first): it must not be used again. */
+int uslub_os_renew(void *addr, size_t size);
+/* mincore: a byte a page, bit 0 set where the page is resident. */
+int uslub_os_residency(void *addr, size_t size, unsigned char *vec);
 /* mprotect: no access, or read and write again; -1 when refused (a mapping split past
  * vm.max_map_count). USLUB_FAULT counts it as a madvise: both change what pages are. */
 int uslub_os_protect(void *addr, size_t size, bool access);

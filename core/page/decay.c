@@ -71,7 +71,8 @@
  *    the decay is too slow to matter for a program that runs for seconds (big_buffers:
  *    peak 159 MiB for a live peak of 110, glibc 146). So when a span is cut, as many warm
  *    free pages as it has pages not resident go back, beyond what the zone keeps: a
- *    quarter of the large blocks in use, at least M_TRIM_THRESHOLD. Resident memory then
+ *    quarter of the large blocks in use, at least M_TRIM_THRESHOLD (an eighth where the
+ *    pages paid move into the span instead, section 10, move.c). Resident memory then
  *    rises only while the zone keeps less than that, so its peak stays within the keep of
  *    the live set's.
  *    - Which: the highest addresses first. Spans are cut lowest first, so the pieces at
@@ -341,6 +342,9 @@ void uslub_pages_bound(void)
 
 /* ---- fresh pages paid for (section 9) --------------------------------------------- */
 
+/* Batches a span pays with, at most, where its pages move (section 10). */
+#define PAY_ROUNDS 4
+
 /* Warm blocks looked at for the highest addresses, at most. */
 #define PAY_CANDIDATES 64
 
@@ -375,9 +379,24 @@ static struct page_desc *shed_high_locked(struct uslub_node *n, uint64_t pages)
 	return batch;
 }
 
+/* Blocks of a batch onto zone n's lists again as they were. */
+static void put_back(struct uslub_node *n, struct page_desc *batch)
+{
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+	for (struct page_desc *d = batch, *next; d; d = next) {
+		next = d->next;
+		d->next = NULL;
+		uslub_free_one(n, d, d->order, d->flags, d->objects);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 {
-	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) / 4;
+	/* Where the pay moves pages rather than faulting them in (section 10), it costs
+	 * little, and keeps less. */
+	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >>
+			(uslub_pages_can_move() ? 3 : 2);
 	if (keep < uslub_trim_threshold)
 		keep = uslub_trim_threshold;
 	keep >>= USLUB_PAGE_SHIFT;
@@ -391,15 +410,33 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 	if (resident < 0 || (size_t)resident >= npages)
 		return;
 	uint64_t fresh = npages - (size_t)resident;
-	struct page_desc *batch = NULL;
-	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-	if (n->warm_free_pages > keep) {
-		uint64_t over = n->warm_free_pages - keep;
-		batch = shed_high_locked(n, fresh < over ? fresh : over);
-	}
-	pthread_mutex_unlock(&n->lock);
-	if (batch)
+	/* The pages paid move into the span's fresh ones where the kernel lets them
+	 * (section 10, move.c); the rest of each batch goes back as before. A warm block
+	 * may hold pages never touched, which move nothing: then the next highest blocks
+	 * are paid too, a few rounds at most, within the keep. The span then holds what the
+	 * batches held: not known to be zero. */
+	bool moves = uslub_pages_can_move();
+	for (unsigned round = 0; fresh && round < (moves ? PAY_ROUNDS : 1); round++) {
+		struct page_desc *batch = NULL;
+		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+		if (n->warm_free_pages > keep) {
+			uint64_t over = n->warm_free_pages - keep;
+			batch = shed_high_locked(n, fresh < over ? fresh : over);
+		}
+		pthread_mutex_unlock(&n->lock);
+		if (!batch)
+			return;
+		struct page_desc *rest = NULL;
+		size_t moved = moves ? uslub_pages_move(n, d, npages, batch, fresh, &rest) : 0;
+		if (moved)
+			d->flags &= ~PF_COLD;
+		if (rest)
+			put_back(n, rest);
 		hand_back(n, batch);
+		if (!moved)
+			return;
+		fresh -= moved;
+	}
 }
 
 /* On the allocator's slow paths (pages freed or taken, never the no-wait try): a pass
@@ -504,7 +541,16 @@ static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
 		blocks += __atomic_load_n(&uslub_nodes[z].released_blocks, __ATOMIC_RELAXED);
 	for (struct page_desc *d = batch; d; d = d->next) {
 		uint64_t bytes = block_bytes(d->order);
-		if (uslub_os_release(page_address(d), bytes) == 0) {
+		/* Memory pages were moved into is mapped afresh (section 10, move.c). */
+		int r = uslub_moved_take(n, page_address(d), bytes)
+			    ? uslub_os_renew(page_address(d), bytes)
+			    : uslub_os_release(page_address(d), bytes);
+		if (r == -2) {
+			/* Neither mapped again nor there: never handed out again. */
+			d->flags = PF_LOST;
+			continue;
+		}
+		if (r == 0) {
 			/* Inaccessible until handed out again (section 8); refused, or past
 			 * the cap, it stays accessible, which costs nothing but the catch. */
 			if (blocks++ < PROTECT_BLOCKS)
@@ -520,6 +566,11 @@ static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
 	while (done) {
 		struct page_desc *next = done->next;
 		done->next = NULL;
+		if (done->flags == PF_LOST) {
+			atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(done->order));
+			done = next;
+			continue;
+		}
 		if (done->flags & PF_RELEASED)
 			atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(done->order));
 		uslub_free_one(n, done, done->order, done->flags, done->objects);

@@ -17,6 +17,18 @@
  * with its step, and the decay looks at it once a step. */
 #define DECAY_STEPS 8
 
+/* Ranges a zone moved pages into (move.c, section 10), each a mapping of the kernel's
+ * own until handed back; under the zone's lock. */
+#define MOVED_PIECES 1024
+struct moved_piece {
+	uintptr_t lo, hi;
+};
+struct uslub_moved {
+	unsigned count;	   /* read without the lock for a peek */
+	unsigned reserved; /* records promised to moves under way */
+	struct moved_piece piece[MOVED_PIECES];
+};
+
 struct uslub_node {
 	pthread_mutex_t lock;
 	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
@@ -38,6 +50,8 @@ struct uslub_node {
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
 	uint64_t decay_passes;		  /* passes that handed memory back */
 	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (section 7) */
+	struct uslub_moved moved;	  /* section 10 (move.c) */
+	uint64_t moved_pages;		  /* pages moved into spans rather than faulted in */
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
 	uint64_t grows;
@@ -133,6 +147,18 @@ size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Span d of npages was cut from zone n: as many warm free pages as it has pages not
  * resident, beyond what the zone keeps, go back, highest first (decay.c, section 9). */
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages);
+/* Move up to `want` pages of the batch's blocks (off the lists, being paid) into the
+ * pages of span d that are not resident (move.c): the pages moved, 0 where none could.
+ * Where some moved, the batch's blocks it never reached are cut off into *rest. */
+size_t uslub_pages_move(struct uslub_node *n, struct page_desc *d, size_t npages,
+			struct page_desc *batch, size_t want, struct page_desc **rest);
+/* Whether [addr, addr + size), being handed back, meets a range pages were moved into;
+ * if so its records are gone, and the caller maps it afresh (uslub_os_renew). */
+bool uslub_moved_take(struct uslub_node *n, void *addr, size_t size);
+/* [addr, addr + size) was unmapped: its records go. Under the lock. */
+void uslub_moved_forget_locked(struct uslub_node *n, void *addr, size_t size);
+/* Whether pages can be moved (a kernel with MREMAP_DONTUNMAP, not under memcheck). */
+bool uslub_pages_can_move(void);
 /* Would taking `bytes` more from the OS pass USLUB_MEM_LIMIT? */
 bool uslub_over_limit(uint64_t bytes);
 /* Warm free memory a zone keeps however little of it is reused (M_TRIM_THRESHOLD). */
@@ -235,6 +261,9 @@ extern _Atomic uint64_t uslub_huge_cached_bytes; /* freed, kept mapped for reuse
 
 /* Flag of a free block whose pages are not counted in uslub_mapped_bytes. */
 #define PF_RELEASED 0x4
+/* A hand-back batch's block whose mapping could not be restored (move.c): off the lists
+ * for good. No block carries these flags otherwise. */
+#define PF_LOST 0xff
 
 static inline uint64_t block_bytes(unsigned order)
 {

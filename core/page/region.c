@@ -247,6 +247,7 @@ size_t uslub_pages_unmap_free(void)
 				uint64_t bytes = block_bytes(order);
 				if (uslub_os_unmap(page_address(b), bytes) != 0)
 					break;
+				uslub_moved_forget_locked(n, page_address(b), bytes);
 				if (!(b->flags & PF_RELEASED))
 					atomic_fetch_sub(&uslub_mapped_bytes, bytes);
 				uslub_list_remove(n, b);

@@ -323,6 +323,7 @@ static void emit_nodes(struct emitter *e, const struct snap *s)
 		emit_kv(e, "nowait_misses", ", no-wait misses %lu", COUNT, ns->nowait_misses);
 		emit_kv(e, "reclaims", NULL, COUNT, ns->reclaims);
 		emit_kv(e, "large_runs", ", large runs %lu", COUNT, ns->runs);
+		emit_kv(e, "moved_bytes", NULL, BYTES, ns->moved);
 		emit_kv(e, "returned_bytes", ", returned %lu KiB\n", BYTES, ns->released);
 		json_break(e, "   ");
 		/* The table's second line only where there is more than one node. */
@@ -349,6 +350,7 @@ static void emit_page_allocator(struct emitter *e, const struct snap *s)
 {
 	unsigned nn = uslub_stats_nr_nodes();
 	uint64_t free_blocks[NORDERS] = {0}, nowait = 0, grows = 0, calls = 0, reclaims = 0;
+	uint64_t moved = 0;
 	for (unsigned n = 0; n < nn; n++) {
 		for (unsigned k = 0; k < NORDERS; k++)
 			free_blocks[k] += s->n[n].free_blocks[k];
@@ -356,6 +358,7 @@ static void emit_page_allocator(struct emitter *e, const struct snap *s)
 		grows += s->n[n].grows;
 		calls += s->n[n].release_calls;
 		reclaims += s->n[n].reclaims;
+		moved += s->n[n].moved;
 	}
 	json_open(e, "page_allocator", '{', NULL);
 	emit_array(e, "free_blocks", NULL, free_blocks, NORDERS);
@@ -364,6 +367,7 @@ static void emit_page_allocator(struct emitter *e, const struct snap *s)
 	emit_kv(e, "reclaims", NULL, COUNT, reclaims);
 	emit_kv(e, "returned_bytes", NULL, BYTES, s->tot.returned);
 	emit_kv(e, "release_calls", NULL, COUNT, calls);
+	emit_kv(e, "moved_bytes", NULL, BYTES, moved);
 	emit_kv(e, "pcp_bytes", "uslub: thread page caches: %lu KiB;", BYTES,
 		s->pcp_pages << USLUB_PAGE_SHIFT);
 	/* The threads' page caches, one array by order (0..3) per counter. */

@@ -187,6 +187,7 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 		ns->regions = load(&un->region_count) + load(&lz->region_count);
 		ns->reclaims = load(&un->reclaims) + load(&lz->reclaims);
 		ns->runs = load(&lz->runs);
+		ns->moved = load(&lz->moved_pages) << USLUB_PAGE_SHIFT;
 		ns->any_partial_calls = load(&un->any_partial_calls);
 		ns->any_partial_tried = load(&un->any_partial_tried);
 		ns->any_partial_again = load(&un->any_partial_again);
