@@ -44,11 +44,11 @@
 #define MOVE_WINDOW 512
 
 /* Where the kernel refused the flag once: never asked again. */
-static _Atomic bool move_refused;
+static bool move_refused;
 
 bool uslub_pages_can_move(void)
 {
-	return !atomic_load_explicit(&move_refused, memory_order_relaxed) && !uslub_memcheck;
+	return !__atomic_load_n(&move_refused, __ATOMIC_RELAXED) && !uslub_memcheck;
 }
 
 /* The records are kept apart and in address order: the first that ends after `lo`. */
@@ -209,8 +209,7 @@ size_t uslub_pages_move(struct uslub_node *n, struct page_desc *span, size_t npa
 			if (uslub_os_move((void *)from, (void *)to, pages << USLUB_PAGE_SHIFT) !=
 			    0) {
 				if (errno == EINVAL)
-					atomic_store_explicit(&move_refused, true,
-							      memory_order_relaxed);
+					__atomic_store_n(&move_refused, true, __ATOMIC_RELAXED);
 				goto out;
 			}
 			/* Pages that follow the last ones moved, to the place that follows
