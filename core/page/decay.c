@@ -71,8 +71,8 @@
  *    the decay is too slow to matter for a program that runs for seconds (big_buffers:
  *    peak 159 MiB for a live peak of 110, glibc 146). So when a span is cut, as many warm
  *    free pages as it has pages not resident go back, beyond what the zone keeps: a
- *    quarter of the large blocks in use, at least M_TRIM_THRESHOLD (an eighth where the
- *    pages paid move into the span instead, section 10, move.c). Resident memory then
+ *    quarter of the large blocks in use, at least M_TRIM_THRESHOLD (also where the pages
+ *    paid move into the span instead, section 10, move.c). Resident memory then
  *    rises only while the zone keeps less than that, so its peak stays within the keep of
  *    the live set's.
  *    - Which: the highest addresses first. Spans are cut lowest first, so the pieces at
@@ -393,10 +393,11 @@ static void put_back(struct uslub_node *n, struct page_desc *batch)
 
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 {
-	/* Where the pay moves pages rather than faulting them in (section 10), it costs
-	 * little, and keeps less. */
-	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >>
-			(uslub_pages_can_move() ? 3 : 2);
+	/* A quarter, also where the pay moves pages (section 10). An eighth there held
+	 * malloc_large's peak at 437.6 MiB against 477.6 (glibc 489.8) but faulted 170
+	 * thousand pages in against 137, and took 4.4-4.8 s against 2.3-2.7 on a VM where a
+	 * fault costs the most (tools/bench/results/big-buffers.md). */
+	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >> 2;
 	if (keep < uslub_trim_threshold)
 		keep = uslub_trim_threshold;
 	keep >>= USLUB_PAGE_SHIFT;

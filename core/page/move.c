@@ -15,8 +15,9 @@
  *       one). Where a batch held too few, the pay takes the next highest blocks, a few
  *       rounds at most, within the keep; the blocks a move never reached go back onto
  *       the lists as they were, so a pay that moves hands back little beyond what it
- *       moved out. Since that makes the pay cheap, the zone keeps an eighth of the large
- *       blocks in use rather than a quarter (still at least M_TRIM_THRESHOLD).
+ *       moved out. The zone keeps a quarter of the large blocks in use, as where
+ *       nothing moves (an eighth, tried, cost more time than its lower peak was worth:
+ *       decay.c, uslub_pages_pay).
  *     - What it costs: the kernel keeps each moved range a mapping of its own (its pages
  *       keep their old offsets, so it cannot join its neighbours; ranges moved from
  *       neighbouring pages to neighbouring places join), up to two more mappings toward
