@@ -26,6 +26,7 @@
 #include "debug/check.h"
 #include "thread/thread.h"
 #include "os/os.h"
+#include "page/page.h"
 #endif
 
 /* ---- the eight entry points ------------------------------------------------------ */
@@ -432,6 +433,49 @@ static void phase_mremap(void)
 	check_heap("mremap");
 }
 
+/* mremap fails while a span's pay moves pages into it (core/page/move.c): failed as a
+ * kernel that refuses the move fails it, with the span's pages unmapped first
+ * (mremap_to unmaps the destination before it looks at the source). Those pages are
+ * mapped again: the new buffer is written whole (without that, a SIGSEGV) and every
+ * buffer keeps its bytes. */
+static void phase_move(void)
+{
+	enum { N = 24 };
+	const size_t mib = 1UL << 20;
+	tu_section("mremap:every:1 during a pay that moves pages: the span's pages, unmapped "
+		   "by the failed move, are mapped again; every buffer keeps its bytes");
+	unsigned char *buf[N];
+	for (int i = 0; i < N; i++) {
+		buf[i] = MALLOC(6 * mib);
+		CHECK(buf[i] != NULL);
+		if (!buf[i])
+			return;
+		tu_fill(buf[i], 0, 6 * mib, 600 + (uint64_t)i);
+	}
+	/* 72 MiB warm free in holes too short for 8 MiB: the next span is paid for. */
+	for (int i = 1; i < N; i += 2)
+		FREE(buf[i]);
+	unsigned long inj0 = uslub_os_fault_injected();
+	set_plan("mremap:every:1");
+	unsigned char *big = MALLOC(8 * mib);
+	no_faults();
+	CHECK(big != NULL);
+	if (big) {
+		tu_fill(big, 0, 8 * mib, 699);
+		CHECK_EQ(tu_verify(big, 8 * mib, 699), (size_t)-1);
+	}
+	CHECKF(uslub_os_fault_injected() > inj0 || !uslub_pages_can_move(),
+	       "no move was tried");
+	for (int i = 0; i < N; i += 2)
+		CHECKF(tu_verify(buf[i], 6 * mib, 600 + (uint64_t)i) == (size_t)-1,
+		       "buffer %d lost its bytes", i);
+	check_unlocked("move");
+	check_heap("move");
+	for (int i = 0; i < N; i += 2)
+		FREE(buf[i]);
+	FREE(big);
+}
+
 /* madvise fails: memory is not handed back, and the figures say so. */
 static void phase_madvise(void)
 {
@@ -589,6 +633,7 @@ int main(int argc, char **argv)
 	check_heap("start");
 	phase_mmap_counted();
 	phase_mremap();
+	phase_move();
 	phase_madvise();
 	phase_all_random();
 	phase_mmap_exhausted();

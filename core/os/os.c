@@ -2,11 +2,13 @@
  * Fault injection is in fault.c, procfs parsing in smaps.c, the clock in clock.c. */
 #include "os/os.h"
 #include "os/fault.h"
+#include "os/print.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -170,14 +172,39 @@ void *uslub_os_remap(void *addr, size_t old_size, size_t new_size)
 int uslub_os_move(void *from, void *to, size_t size)
 {
 	int saved = errno;
-	if (uslub_os_injected_failure(FAULT_MREMAP))
-		return -1;
 	int flags = MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP;
-	void *p = USLUB_OUT(mremap(from, size, size, flags, to));
-	if (p == MAP_FAILED)
-		return -1;
-	errno = saved;
-	return 0;
+	void *p;
+	if (uslub_os_injected_failure(FAULT_MREMAP)) {
+		/* Failed as a kernel that refuses a move whose source crosses two mappings
+		 * fails it (6.1, Debian 12's; 6.18 moves it): mremap_to unmaps the
+		 * destination under MREMAP_FIXED before it looks at the source. */
+		USLUB_OUT(munmap(to, size));
+		errno = EFAULT;
+		p = MAP_FAILED;
+	} else {
+		p = USLUB_OUT(mremap(from, size, size, flags, to));
+	}
+	if (p != MAP_FAILED) {
+		errno = saved;
+		return 0;
+	}
+	int err = errno;
+	/* The destination, unmapped by the failed move, is mapped again: empty pages, as
+	 * they were (they are the ones a move fills). It was ours a moment ago, so only
+	 * vm.max_map_count could refuse it, and then the block cannot be used: stop. */
+	unsigned char v;
+	if (USLUB_OUT(mincore(to, 1, &v)) != 0 && errno == ENOMEM) {
+		int rw = PROT_READ | PROT_WRITE, anon = ANON_RW | MAP_NORESERVE;
+		p = USLUB_OUT(mmap(to, size, rw, anon | MAP_FIXED_NOREPLACE, -1, 0));
+		if (p != to) {
+			uslub_message("uslub: a failed page move left %p (%zu bytes) unmapped, "
+				      "and it cannot be mapped again\n",
+				      to, size);
+			abort();
+		}
+	}
+	errno = err;
+	return -1;
 }
 
 int uslub_os_renew(void *addr, size_t size)

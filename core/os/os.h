@@ -48,7 +48,8 @@ int uslub_os_release(void *addr, size_t size);
  * after uslub_os_release; `to` reads what `from` held, resident without a fault. The
  * kernel keeps `to` a mapping of its own (its pages keep their old offsets), which
  * uslub_os_renew undoes. -1 where refused (EINVAL on a kernel without the flag; EFAULT
- * where `from` crosses two mappings), and then nothing moved. */
+ * where `from` crosses two mappings, before 6.18), and then nothing moved and `to` is
+ * mapped, empty: mapped afresh where the kernel unmapped it before refusing. */
 int uslub_os_move(void *from, void *to, size_t size);
 /* Hand pages back by mapping the range afresh, so that the kernel joins it to the
  * mappings beside it again. 0; -1 where refused with the range as it was; -2 where the
