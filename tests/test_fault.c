@@ -464,8 +464,7 @@ static void phase_move(void)
 		tu_fill(big, 0, 8 * mib, 699);
 		CHECK_EQ(tu_verify(big, 8 * mib, 699), (size_t)-1);
 	}
-	CHECKF(uslub_os_fault_injected() > inj0 || !uslub_pages_can_move(),
-	       "no move was tried");
+	CHECKF(uslub_os_fault_injected() > inj0 || !uslub_pages_can_move(), "no move was tried");
 	for (int i = 0; i < N; i += 2)
 		CHECKF(tu_verify(buf[i], 6 * mib, 600 + (uint64_t)i) == (size_t)-1,
 		       "buffer %d lost its bytes", i);
