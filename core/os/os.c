@@ -191,7 +191,8 @@ int uslub_os_move(void *from, void *to, size_t size)
 	int err = errno;
 	/* The destination, unmapped by the failed move, is mapped again: empty pages, as
 	 * they were (they are the ones a move fills). It was ours a moment ago, so only
-	 * vm.max_map_count could refuse it, and then the block cannot be used: stop. */
+	 * vm.max_map_count, or another thread's mapping placed in the hole meanwhile, can
+	 * refuse it (NOREPLACE leaves that one alone); then the block cannot be used: stop. */
 	unsigned char v;
 	if (USLUB_OUT(mincore(to, 1, &v)) != 0 && errno == ENOMEM) {
 		int rw = PROT_READ | PROT_WRITE, anon = ANON_RW | MAP_NORESERVE;
