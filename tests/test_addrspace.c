@@ -10,7 +10,9 @@
  *               230 MiB must have been handed out (glibc manages 255 MiB of 100 KiB
  *               blocks), the last failure must be NULL with errno ENOMEM, and once
  *               everything is freed the same amount can be allocated again - and, after
- *               large blocks, a 16 MiB block, which needs address space of its own.
+ *               large blocks, a 16 MiB block, which needs address space of its own. With
+ *               1 MiB blocks, once not even a quarter of one can be had, a shrink to a
+ *               quarter (which would move) is made in place with its bytes.
  *   impossible  sizes the kernel refuses under its overcommit heuristic (64 TiB, 1 TiB):
  *               malloc, calloc, realloc (of a small, a large and a huge block, each left
  *               intact), posix_memalign and the other aligned forms fail with ENOMEM, as
@@ -98,6 +100,23 @@ static int rlimit_child(size_t size, const char *name)
 	}
 	CHECKF(n * size >= WANT, "%s: %.1f MiB of %zu-byte blocks, want 230", name, mib, size);
 	CHECKF(err == ENOMEM, "%s: the failure's errno is %d", name, err);
+	if (size >= 1 << 20 && head) {
+		/* With not even a block of a quarter of the size to be had, a shrink to a
+		 * quarter, which would move (api.c), is made in place: a shrink does not fail,
+		 * and keeps its bytes. */
+		void **big = head, *next = *big;
+		head = next;
+		((unsigned char *)big)[size / 4 - 1] = 0x5a;
+		fill(size / 4, &head, &err);
+		void **small = REALLOC(big, size / 4);
+		CHECKF(small == big, "%s: a shrink to a quarter with no room: %p, errno %d", name,
+		       (void *)small, errno);
+		if (small) {
+			CHECK(((unsigned char *)small)[size / 4 - 1] == 0x5a && *small == next);
+			*small = head;
+			head = small;
+		}
+	}
 	drain(&head);
 	size_t again = fill(size, &head, &err);
 	printf(", %6.1f MiB again after freeing\n", (double)(again * size) / TU_MIB);

@@ -271,22 +271,32 @@ static void span_reused(void)
 	long faults = minor_faults() - faults0;
 	CHECKF(faults < 64, "%ld page faults refilling a reused 20 MiB buffer", faults);
 	CHECK(USABLE_SIZE(q) >= 20 * MIB);
-	/* realloc within the span's zone: a shrink stays in place */
+	/* realloc within the span's zone: a shrink that keeps half stays in place */
 	unsigned char *r = REALLOC(q, 12 * MIB);
 	CHECK(r == q || !plain);
 	if (r)
 		CHECK(r[12 * MIB - 1] == 2);
+	unsigned char *r2 = r ? REALLOC(r, 7 * MIB) : NULL;
+	CHECK(r2 == r || !plain);
 #ifdef USLUB_PREFIXED
 	CHECK_EQ(atomic_load(&uslub_huge_bytes), huge0);
 #endif
 	check_heap("after a span");
 	/* Below a span's size (slab.h, PF_BARE): every page names the block again. */
-	unsigned char *s = r ? REALLOC(r, 3 * MIB) : NULL;
-	CHECK(s == r || !plain);
+	unsigned char *s = r2 ? REALLOC(r2, 3840 * 1024) : NULL;
+	CHECK(s == r2 || !plain);
 	if (s)
-		CHECK(s[3 * MIB - 1] == 2);
-	check_heap("after a span shrank to 3 MiB");
-	FREE(s);
+		CHECK(s[3840 * 1024 - 1] == 2);
+	check_heap("after a span shrank to 3.75 MiB");
+	/* A shrink to less than half moves (api.c), its bytes with it, and the old pages
+	 * are free: the next block of the old size may take them. */
+	unsigned char *t = s ? REALLOC(s, MIB) : NULL;
+	CHECK(t != NULL);
+	CHECK(t != s || !plain);
+	if (t)
+		CHECK(t[0] == 2 && t[MIB - 1] == 2 && USABLE_SIZE(t) < 2 * MIB);
+	check_heap("after a shrink that moved");
+	FREE(t);
 }
 
 static size_t first_nonzero(const unsigned char *p, size_t n)

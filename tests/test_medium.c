@@ -315,7 +315,8 @@ static void medium_sheaves(void)
 	CHECK_EQ(chk.cached_large_pages, 0);
 
 	/* Resized in place, a block's test follows its page count: 5 pages, then 40 (past
-	 * the sheaves' sizes: no test), then 4. */
+	 * the sheaves' sizes: no test), then 24 (a shrink that keeps half stays); a shrink
+	 * to less than half (24 to 4) moves, into a block tested as its own count. */
 	MALLOC_TRIM(0);
 	void *r = MALLOC(medium_fits(4));
 	void *r2 = REALLOC(r, medium_fits(5));
@@ -323,10 +324,12 @@ static void medium_sheaves(void)
 	CHECK(tested_as(r2, 5) || r2 != r);
 	void *r3 = REALLOC(r2, 40 * USLUB_PAGE_SIZE);
 	CHECK(r3 != NULL && page_test_of(page_desc_of(r3))->objects == 0);
-	void *r4 = REALLOC(r3, medium_fits(4));
-	CHECK(r4 == r3 && tested_as(r4, 4));
+	void *r4 = REALLOC(r3, medium_fits(24));
+	CHECK(r4 == r3 && tested_as(r4, 24));
+	void *r5 = REALLOC(r4, medium_fits(4));
+	CHECK(r5 != NULL && r5 != r4 && tested_as(r5, 4));
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
-	FREE(r4);
+	FREE(r5);
 
 	/* Another thread's frees go to that thread's sheaf, and back at its exit. */
 	void *mine[8];

@@ -58,6 +58,23 @@ void *uslub_realloc(void *p, size_t size)
 	}
 	case PTR_LARGE:
 		if (size > USLUB_MAX_SMALL && size <= HUGE_THRESHOLD) {
+			/* A shrink to less than half moves, as a slab object's does (and as
+			 * tcmalloc's and mimalloc's do): left in place, the small block holds
+			 * the middle of the free memory its old pages leave, and later big
+			 * blocks that no longer fit there grow the heap (realloc_mix with
+			 * buffers to 16 MiB: docs/design.md, "Large blocks"). With no block at
+			 * hand, the shrink is made in place: it does not fail for want of memory.
+			 */
+			if (size < ptr.usable / 2) {
+				int saved = errno;
+				q = uslub_malloc_inline(size);
+				if (q) {
+					memcpy(q, p, size);
+					uslub_free_ptr(p, &ptr, "realloc", caller);
+					return q;
+				}
+				errno = saved;
+			}
 			q = uslub_large_realloc(ptr.d, p, size);
 			if (q)
 				return q;
