@@ -27,6 +27,18 @@ void *uslub_calloc(size_t nmemb, size_t size)
 	return uslub_thread_large_alloc(total, 0, true);
 }
 
+/* realloc's move: a new block, the bytes both hold, the old block freed. NULL, the old
+ * block intact, when no new block can be had. */
+static void *realloc_move(void *p, const struct uslub_ptr *ptr, size_t size, void *caller)
+{
+	void *q = uslub_malloc_inline(size);
+	if (q) {
+		memcpy(q, p, size < ptr->usable ? size : ptr->usable);
+		uslub_free_ptr(p, ptr, "realloc", caller);
+	}
+	return q;
+}
+
 void *uslub_realloc(void *p, size_t size)
 {
 	if (!p)
@@ -67,12 +79,9 @@ void *uslub_realloc(void *p, size_t size)
 			 */
 			if (size < ptr.usable / 2) {
 				int saved = errno;
-				q = uslub_malloc_inline(size);
-				if (q) {
-					memcpy(q, p, size);
-					uslub_free_ptr(p, &ptr, "realloc", caller);
+				q = realloc_move(p, &ptr, size, caller);
+				if (q)
 					return q;
-				}
 				errno = saved;
 			}
 			q = uslub_large_realloc(ptr.d, p, size);
@@ -99,12 +108,7 @@ void *uslub_realloc(void *p, size_t size)
 		return q;
 	}
 	}
-	q = uslub_malloc_inline(size);
-	if (!q)
-		return NULL;
-	memcpy(q, p, size < ptr.usable ? size : ptr.usable);
-	uslub_free_ptr(p, &ptr, "realloc", caller);
-	return q;
+	return realloc_move(p, &ptr, size, caller);
 }
 
 void *uslub_reallocarray(void *p, size_t nmemb, size_t size)
