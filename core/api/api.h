@@ -61,11 +61,11 @@ static inline __attribute__((always_inline)) void uslub_classify(const void *p, 
 	out->usable = 0;
 	if (!d) {
 		/* No block in the regions: a huge mapping, or nothing of ours - or a page
-		 * inside a bare span (slab.h, PF_BARE), which no other step would know. */
-		struct page_desc *span = uslub_large_bare_around(p);
-		if (unlikely(span))
+		 * inside a bare block (slab.h, PF_BARE), which no other step would know. */
+		struct page_desc *bare = uslub_large_bare_around(p);
+		if (unlikely(bare))
 			uslub_report_bad_block("invalid pointer", op, p, "inside a large",
-					       (size_t)span->objects << USLUB_PAGE_SHIFT);
+					       (size_t)bare->objects << USLUB_PAGE_SHIFT);
 		out->kind = PTR_HUGE;
 		if (flags & CLASSIFY_USABLE) {
 			out->usable = uslub_huge_usable(p);

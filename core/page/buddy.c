@@ -136,7 +136,7 @@ void uslub_free_one(struct uslub_node *n, struct page_desc *d, unsigned order, u
 		}
 		flags &= b->flags;
 		if (b < d) {
-			/* Inside a free block now: naming no block, as a bare span's tail
+			/* Inside a free block now: naming no block, as a bare block's tail
 			 * pages must when it is cut from here (slab.h, PF_BARE). */
 			__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 			d->head = NULL;

@@ -111,7 +111,7 @@ void uslub_pages_free(struct page_desc *d, unsigned order);
 /* Pages [d, d + npages) back to the buddy as naturally aligned blocks. */
 void uslub_pages_free_range(struct page_desc *d, size_t npages);
 /* The same, for pages whose descriptors past the first name no block already (a bare
- * span, slab.h's PF_BARE): none is written before the lock. */
+ * large block, slab.h's PF_BARE): none is written before the lock. */
 void uslub_pages_free_bare(struct page_desc *d, size_t npages);
 /* Blocks ds[i] of npages[i] pages back, as uslub_pages_free_range does each, with one
  * lock hold per run of blocks of one zone. */

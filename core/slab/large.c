@@ -41,9 +41,10 @@ static void mark_large(struct page_desc *d, size_t npages, size_t from)
 		d[i].head = d;
 }
 
-/* Whether spans are made bare (PF_BARE): in a run without the checkers (memcheck, ASan,
- * Z) and without letters for every cache (USLUB_DEBUG with no cache list), whose checks
- * look up pointers inside large blocks (debug/bounds.c, api/sized.c). */
+/* Whether blocks past the medium-block cache's sizes are made bare (PF_BARE): in a run
+ * without the checkers (memcheck, ASan, Z) and without letters for every cache
+ * (USLUB_DEBUG with no cache list), whose checks look up pointers inside large blocks
+ * (debug/bounds.c, api/sized.c). */
 static bool spans_bare(void)
 {
 	return !uslub_block_debug && !(uslub_config.debug_letters && !uslub_config.debug_caches);
@@ -57,8 +58,8 @@ struct page_desc *uslub_large_bare_around(const void *p)
 	struct page_desc *d = region_desc(r, p);
 	if (__atomic_load_n(&d->kind, __ATOMIC_RELAXED) != PAGE_UNUSED)
 		return NULL; /* a block's first page, or a free block's */
-	/* Back over pages that name no block to the first that does (a span is at most a
-	 * HUGE_THRESHOLD of pages). */
+	/* Back over pages that name no block to the first that does (a large block is at
+	 * most a HUGE_THRESHOLD of pages). */
 	size_t max = page_index(d) - FIRST_PAGE;
 	if (max > (HUGE_THRESHOLD >> USLUB_PAGE_SHIFT))
 		max = HUGE_THRESHOLD >> USLUB_PAGE_SHIFT;
@@ -176,7 +177,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	d->objects = (uint16_t)npages;
 	d->order = (uint8_t)order;
 	d->owner = NULL;
-	bool bare = span && spans_bare();
+	bool bare = npages > MEDIUM_MAX_PAGES && spans_bare();
 	d->flags = lead ? PF_GUARD : bare ? PF_BARE : 0;
 	if (!bare)
 		mark_large(d, npages, 1);
@@ -296,8 +297,9 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 		retest(d, npages);
 		if (d->flags & PF_BARE) {
 			uslub_pages_free_bare(d + npages, old - npages);
-			/* Smaller than a span: marked, as a block of its size is. */
-			if (npages <= (1UL << USLUB_MAX_ORDER)) {
+			/* Small enough for the medium-block cache: marked, as a block of
+			 * its size is. */
+			if (npages <= MEDIUM_MAX_PAGES) {
 				mark_large(d, npages, 1);
 				d->flags &= (uint8_t)~PF_BARE;
 			}

@@ -141,8 +141,8 @@ static unsigned bin_cut_oldest(struct medium_bins *m, unsigned n, unsigned take,
 		pages[i] = (uint16_t)n;
 	}
 	m->count[n] = (uint16_t)(count - take);
-	if (!m->count[n])
-		m->nonempty &= ~(1ULL << n);
+	if (!m->count[n]) /* relaxed: see medium_bin_push */
+		__atomic_store_n(&m->nonempty, m->nonempty & ~(1ULL << n), __ATOMIC_RELAXED);
 	__atomic_store_n(&m->pages, m->pages - take * n, __ATOMIC_RELAXED);
 	return take;
 }

@@ -82,14 +82,18 @@ static inline size_t uslub_large_lead(const struct page_desc *d)
 		return USLUB_PAGE_SIZE;
 	return (d->flags & PF_COLOR) ? medium_color_of(d) : 0;
 }
-/* Large-block flag: a big buffer (a span, page/run.c) whose tail pages' descriptors name
- * no block - not marked when it is made nor cleared when it goes, as every page of a
- * smaller block is: 3,800 cache lines each way for a 15 MiB buffer, 2-3% of big_buffers'
- * and malloc_large's time (tools/bench/results/big-buffers.md). A pointer inside one
- * finds no block, and its report looks the span up (uslub_large_bare_around). The checkers
- * and letters for every cache look pointers up inside large blocks, and mark every page. */
+/* Large-block flag: a block of more than MEDIUM_MAX_PAGES pages whose tail pages'
+ * descriptors name no block - not marked when it is made nor cleared when it goes, as
+ * every page of a medium block is. Marking is a cache line a page each way: 3,800 for a
+ * 15 MiB buffer, 2-3% of big_buffers' and malloc_large's time when only spans went bare
+ * (tools/bench/results/big-buffers.md), and a quarter of realloc_mix's instructions in the
+ * allocator for blocks of 128 KiB - 4 MiB (tools/bench/results/bare-blocks.md). A pointer
+ * inside one finds no block, and its report looks the block up
+ * (uslub_large_bare_around). Blocks the medium-block cache may hold stay marked; the
+ * checkers and letters for every cache look pointers up inside large blocks, and mark
+ * every page. */
 #define PF_BARE 0x80
-/* The live bare span that p lies in past its first page, or NULL: for reports. */
+/* The live bare block that p lies in past its first page, or NULL: for reports. */
 struct page_desc *uslub_large_bare_around(const void *p);
 /* Where the program's bytes of large block d begin: the pointer malloc returned. */
 static inline void *uslub_large_start(struct page_desc *d)
@@ -219,8 +223,9 @@ static inline void medium_bin_push(struct medium_bins *m, struct page_desc *d, u
 	d->next = m->head[n];
 	m->head[n] = d;
 	m->count[n]++;
-	m->nonempty |= 1ULL << n;
-	/* Relaxed atomics: the stats and the background thread peek at it unlocked. */
+	/* Relaxed atomics: a depot's mask is peeked at before its lock (medium.c), and the
+	 * pages by the stats and the background thread. */
+	__atomic_store_n(&m->nonempty, m->nonempty | 1ULL << n, __ATOMIC_RELAXED);
 	__atomic_store_n(&m->pages, m->pages + n, __ATOMIC_RELAXED);
 }
 static inline struct page_desc *medium_bin_pop(struct medium_bins *m, unsigned n)
@@ -228,7 +233,7 @@ static inline struct page_desc *medium_bin_pop(struct medium_bins *m, unsigned n
 	struct page_desc *d = m->head[n];
 	m->head[n] = d->next;
 	if (!--m->count[n])
-		m->nonempty &= ~(1ULL << n);
+		__atomic_store_n(&m->nonempty, m->nonempty & ~(1ULL << n), __ATOMIC_RELAXED);
 	__atomic_store_n(&m->pages, m->pages - n, __ATOMIC_RELAXED);
 	return d;
 }
