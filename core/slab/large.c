@@ -45,7 +45,7 @@ static void mark_large(struct page_desc *d, size_t npages, size_t from)
  * without the checkers (memcheck, ASan, Z) and without letters for every cache
  * (USLUB_DEBUG with no cache list), whose checks look up pointers inside large blocks
  * (debug/bounds.c, api/sized.c). */
-static bool spans_bare(void)
+static bool blocks_bare(void)
 {
 	return !uslub_block_debug && !(uslub_config.debug_letters && !uslub_config.debug_caches);
 }
@@ -177,7 +177,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	d->objects = (uint16_t)npages;
 	d->order = (uint8_t)order;
 	d->owner = NULL;
-	bool bare = npages > MEDIUM_MAX_PAGES && spans_bare();
+	bool bare = npages > MEDIUM_MAX_PAGES && blocks_bare();
 	d->flags = lead ? PF_GUARD : bare ? PF_BARE : 0;
 	if (!bare)
 		mark_large(d, npages, 1);
