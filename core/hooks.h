@@ -65,7 +65,7 @@ struct uslub_hooks {
 	 * what they hold unused (the kernel's shrinkers); true if any was. Called with no lock
 	 * held, by a thread in none of its caches. */
 	bool (*shrink)(void);
-	/* The live set collapsed (decay.c's bound): the blocks held apart from the zones for
+	/* The live set collapsed (bound.c): the blocks held apart from the zones for
 	 * other threads (slab/medium.c's depots) go back to them, to be shed with the rest.
 	 * Called with no zone's lock held, possibly from inside a thread's caches. */
 	void (*release_held)(void);

@@ -8,10 +8,17 @@
  * back to the OS would read as zero.
  *
  * Then everything is freed. With the decay period set to an hour (tests/meson.build), only
- * the bound on free memory kept (core/page/decay.c, section 7) can give the memory back, and it
+ * the bound on free memory kept (core/page/bound.c) can give the memory back, and it
  * must have done so by the time the last free returns: resident memory at most SLACK MiB
  * over what it was before the churn, free memory kept within the bound's floor, and
  * (linked build) the buddy lists and the heap walker in agreement.
+ *
+ * Then waves: WAVES times, WAVE_BLOCKS blocks of 64 KiB are allocated, a word of each
+ * page written, checked and all freed - a batch at a time, from almost nothing in use.
+ * The live set collapses at the end of each wave; from the second collapse within the
+ * decay period on, the bound must keep the wave (bound.c): the waves after the first
+ * hand nothing back, where each wave used to hand back all but the floor and fault its
+ * pages in again.
  *
  * Built linked (uslub_ names, heap walker) and plain (under LD_PRELOAD). */
 #include "test_util.h"
@@ -33,6 +40,9 @@
 /* MiB resident over the start once everything is freed: the bound's floor (16 MiB, half
  * of M_TRIM_THRESHOLD), empty slabs the caches keep, and the thread stacks' pages. */
 #define SLACK 28
+#define WAVES	    4
+#define WAVE_BLOCKS 1024 /* of 64 KiB: 64 MiB a wave */
+#define WAVE_BLOCK  (64 << 10)
 
 struct block {
 	unsigned char *p;
@@ -128,6 +138,54 @@ static void *churn(void *arg)
 	return NULL;
 }
 
+/* One wave: allocated, every page written, checked, freed. Blocks that lost a page's word
+ * are counted in bad_blocks. */
+static void wave(unsigned char **blocks, uint64_t key)
+{
+	for (unsigned i = 0; i < WAVE_BLOCKS; i++) {
+		blocks[i] = MALLOC(WAVE_BLOCK);
+		CHECK(blocks[i] != NULL);
+		if (blocks[i])
+			for (size_t o = 0; o < WAVE_BLOCK; o += 4096)
+				blocks[i][o] = (unsigned char)(key + i + o / 4096);
+	}
+	for (unsigned i = 0; i < WAVE_BLOCKS; i++) {
+		if (!blocks[i])
+			continue;
+		for (size_t o = 0; o < WAVE_BLOCK; o += 4096)
+			if (blocks[i][o] != (unsigned char)(key + i + o / 4096)) {
+				bad_blocks++;
+				break;
+			}
+		FREE(blocks[i]);
+	}
+}
+
+/* Waves from a collapsed live set: what each hands back to the OS, by the totals. */
+static void waves(tu_get_totals_fn totals)
+{
+	static unsigned char *blocks[WAVE_BLOCKS];
+	uint64_t back[WAVES];
+	struct uslub_totals t0, t1;
+	for (unsigned w = 0; w < WAVES; w++) {
+		totals(&t0);
+		wave(blocks, w * 7);
+		totals(&t1);
+		back[w] = t1.returned - t0.returned;
+	}
+	CHECKF(bad_blocks == 0, "%lu wave blocks lost a page's word", (unsigned long)bad_blocks);
+	/* The first wave's collapse is the second in the period (the churn's was the first):
+	 * from the second wave on, nothing of a wave goes back (before: 48 MiB a wave). */
+	for (unsigned w = 1; w < WAVES; w++)
+		CHECKF(back[w] <= (4UL << 20), "wave %u handed back %" PRIu64 " KiB", w + 1,
+		       back[w] >> 10);
+	CHECKF(t1.warm_free >= (WAVE_BLOCKS * (uint64_t)WAVE_BLOCK) / 2,
+	       "the wave is kept warm: %" PRIu64 " KiB warm free", t1.warm_free >> 10);
+	printf("waves: handed back %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64
+	       " KiB; %" PRIu64 " KiB warm free after the last\n",
+	       back[0] >> 10, back[1] >> 10, back[2] >> 10, back[3] >> 10, t1.warm_free >> 10);
+}
+
 int main(int argc, char **argv)
 {
 	/* "rss": check resident memory too (not in sanitizer builds, tests/meson.build). */
@@ -164,6 +222,7 @@ int main(int argc, char **argv)
 		printf("  resident memory not checked (a sanitizer build): %zu MiB after "
 		       "everything was freed, %zu at the start\n",
 		       freed >> 20, start >> 20);
+	waves(totals);
 #ifdef USLUB_PREFIXED
 	uslub_replenish_stop();
 	for (unsigned z = 0; z < uslub_nr_nodes; z++) {

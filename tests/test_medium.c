@@ -164,7 +164,7 @@ static void depot(void)
 	pthread_t p;
 	/* What the exits leave in the depot stays there for the look below: with the default
 	 * threshold, the warm memory kept once the blocks are freed passed the bound kept for
-	 * a program this small (decay.c, uslub_pages_bound), which empties the depots. */
+	 * a program this small (bound.c, uslub_pages_bound), which empties the depots. */
 	uint64_t threshold = uslub_trim_threshold;
 	uslub_trim_threshold = 1ULL << 30;
 	pthread_barrier_init(&filled, NULL, 2);

@@ -27,23 +27,7 @@
  *    hence the minimum age and the reuse bound (tools/bench/results/). malloc_trim hands
  *    back everything at once; the cap's reclaim too.
  *
- * 7. The bound: a collapsed live set keeps little. Decay alone keeps what recent reuse
- *    called for, so a program whose live set collapses would keep its last wave for the
- *    period. So once less than a quarter of M_TRIM_THRESHOLD (8 MiB) is in use (slab
- *    pages, large and huge blocks), free memory kept - warm free pages of every zone and
- *    cached huge mappings (huge.c) - may not exceed half of it (16 MiB).
- *    - Where: uslub_pages_bound, on the slow paths where free memory grows or memory in
- *      use falls - a page free, a huge free - never on an allocation. Past the bound,
- *      what exceeds three quarters of it goes back at once, oldest first (the decay's
- *      order, shed_locked), large zone first; the huge cache is cut to that too, and a
- *      mapping the bound has no room for is not cached. One thread sheds at a time, so
- *      two do not hand back the same excess.
- *    - Why only a collapse: a bound that follows a larger live set handed back memory
- *      that steady churn faulted in again at once; at 8 MiB in use no workload changed
- *      (tools/bench/results/).
- *    - The cost: a program with almost nothing in use that frees and reallocates more
- *      than 16 MiB at a time (a lone 20 MiB buffer replaced in a loop) maps it afresh
- *      each time (glibc keeps it, having raised its mmap threshold).
+ * 7. The bound: a collapsed live set keeps little (bound.c).
  *
  * 8. Handed back, inaccessible. A block handed back is also made inaccessible (mprotect
  *    PROT_NONE) until the page allocator hands it out again, as glibc's unmapped chunks
@@ -184,8 +168,6 @@ static struct page_desc *batch_add(struct uslub_node *n, struct page_desc *d, un
 	return d;
 }
 
-static size_t hand_back(struct uslub_node *n, struct page_desc *batch);
-
 /* Warm blocks looked at per pass, under the lock (largest orders first, so a heap of
  * whole free blocks is seen whole; a heap cut into more small free blocks than this is
  * decayed a part at a time). */
@@ -197,11 +179,7 @@ static size_t hand_back(struct uslub_node *n, struct page_desc *batch);
  * mappings, of the 65530 a process has by default. */
 #define PROTECT_BLOCKS 2048
 
-/* Warm blocks of zone n off its lists, oldest first, until at most `keep` warm pages
- * stay or only blocks younger than `min_age` steps are left; blocks free for the whole
- * period go whatever `keep` says. Under the lock; the batch is for hand_back. */
-static struct page_desc *shed_locked(struct uslub_node *n, uint32_t step, uint64_t keep,
-				     int min_age)
+struct page_desc *uslub_shed_locked(struct uslub_node *n, uint32_t step, uint64_t keep, int min_age)
 {
 	uint64_t by_age[DECAY_STEPS + 1] = {0};
 	unsigned seen = 0;
@@ -269,75 +247,13 @@ size_t uslub_decay_zone(struct uslub_node *n, uint32_t step)
 	keep += keep / 8;
 	if (keep < uslub_trim_threshold >> USLUB_PAGE_SHIFT)
 		keep = uslub_trim_threshold >> USLUB_PAGE_SHIFT;
-	struct page_desc *batch = shed_locked(n, step, keep, DECAY_MIN_AGE);
+	struct page_desc *batch = uslub_shed_locked(n, step, keep, DECAY_MIN_AGE);
 	if (batch)
 		n->decay_passes++;
 	pthread_mutex_unlock(&n->lock);
 	if (!batch)
 		return 0;
-	return hand_back(n, batch);
-}
-
-/* ---- the bound: free memory follows the live set (section 7) ---------------------- */
-
-uint64_t uslub_keep_bound(void)
-{
-	/* The depots' blocks are free: counted in use, up to 32 MiB of them hid a collapse
-	 * from the bound (test_bound kept 600 MiB free). */
-	uint64_t in_use = atomic_load_explicit(&uslub_slab_bytes, memory_order_relaxed) +
-			  atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) -
-			  atomic_load_explicit(&uslub_depot_bytes, memory_order_relaxed) +
-			  atomic_load_explicit(&uslub_huge_bytes, memory_order_relaxed);
-	/* A live set under a quarter of M_TRIM_THRESHOLD has collapsed (or never grew): free
-	 * memory kept is held to half the threshold. Above, the decay alone decides. */
-	return in_use < uslub_trim_threshold / 4 ? uslub_trim_threshold / 2 : UINT64_MAX;
-}
-
-/* One thread sheds at a time: two reading the same excess would hand it back twice. */
-static _Atomic int bounding;
-
-void uslub_pages_bound(void)
-{
-	uint64_t bound = uslub_keep_bound();
-	uint64_t warm = atomic_load_explicit(&uslub_warm_pages_all, memory_order_relaxed)
-			<< USLUB_PAGE_SHIFT;
-	uint64_t huge = atomic_load_explicit(&uslub_huge_cached_bytes, memory_order_relaxed);
-	uint64_t held = atomic_load_explicit(&uslub_depot_bytes, memory_order_relaxed);
-	if (likely(warm + huge + held <= bound) || atomic_exchange(&bounding, 1))
-		return;
-	/* Down to three quarters of the bound, so a program hovering at it does not pay a
-	 * hand-back at every free. */
-	uint64_t target = bound - bound / 4;
-	if (huge > target)
-		uslub_huge_cache_trim(target);
-	/* The depots' blocks become free pages of their zones, shed below with the rest: two
-	 * depots at their 4 MiB floor held resident memory past test_bound's slack. Their
-	 * frees come back here, and find `bounding` taken. */
-	if (held)
-		uslub_hooks.release_held();
-	uint32_t step = uslub_step_now();
-	for (unsigned z = 0; z < NR_ZONES; z++) {
-		unsigned zone = z < MAX_NODES ? LARGE_ZONE(z) : z - MAX_NODES; /* large first */
-		if (zone % MAX_NODES >= uslub_nr_nodes)
-			continue;
-		struct uslub_node *n = &uslub_nodes[zone];
-		uint64_t kept =
-		    (atomic_load_explicit(&uslub_warm_pages_all, memory_order_relaxed)
-		     << USLUB_PAGE_SHIFT) +
-		    atomic_load_explicit(&uslub_huge_cached_bytes, memory_order_relaxed);
-		if (kept <= target)
-			break;
-		uint64_t excess = (kept - target) >> USLUB_PAGE_SHIFT;
-		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-		uint64_t keep = n->warm_free_pages > excess ? n->warm_free_pages - excess : 0;
-		struct page_desc *batch = n->warm_free_pages ? shed_locked(n, step, keep, 0) : NULL;
-		if (batch)
-			n->bound_sheds++;
-		pthread_mutex_unlock(&n->lock);
-		if (batch)
-			hand_back(n, batch);
-	}
-	atomic_store(&bounding, 0);
+	return uslub_hand_back(n, batch);
 }
 
 /* ---- fresh pages paid for (section 9) --------------------------------------------- */
@@ -433,7 +349,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 			d->flags &= ~PF_COLD;
 		if (rest)
 			put_back(n, rest);
-		hand_back(n, batch);
+		uslub_hand_back(n, batch);
 		if (!moved)
 			return;
 		fresh -= moved;
@@ -527,13 +443,12 @@ size_t uslub_release_blocks(unsigned node, uint64_t keep, enum release_mode mode
 	pthread_mutex_unlock(&n->lock);
 	if (!batch)
 		return 0;
-	return hand_back(n, batch);
+	return uslub_hand_back(n, batch);
 }
 
-/* Blocks taken off zone n's lists go back to the OS and onto the lists again, handed back
- * (or as they were, where the OS refused). madvise outside the lock: other threads keep
- * allocating meanwhile. Bytes handed back. */
-static size_t hand_back(struct uslub_node *n, struct page_desc *batch)
+/* Handed back, or as they were where the OS refused. madvise outside the lock: other
+ * threads keep allocating meanwhile. */
+size_t uslub_hand_back(struct uslub_node *n, struct page_desc *batch)
 {
 	size_t released = 0;
 	struct page_desc *done = batch;

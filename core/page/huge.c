@@ -469,7 +469,7 @@ static int huge_release(void *p, size_t expect_pages, size_t *usable, void *to, 
 		memcpy(to, p, max < bytes ? max : bytes);
 	if (unlikely(uslub_block_debug))
 		uslub_hooks.block_free(p, size, len - lead, lead, NULL);
-	atomic_fetch_sub(&uslub_huge_bytes, len);
+	uslub_bound_leaving(&uslub_huge_bytes, len);
 	char *m = (char *)p - lead;
 	if (!cache_put((uintptr_t)m, len, uslub_os_now_ms())) {
 		uslub_os_unmap(m, len);

@@ -49,7 +49,7 @@ struct uslub_node {
 	uint32_t reuse_step;		  /* the step whose slots were filled last */
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
 	uint64_t decay_passes;		  /* passes that handed memory back */
-	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (section 7) */
+	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (bound.c) */
 	struct uslub_moved moved;	  /* section 10 (move.c) */
 	uint64_t moved_pages;		  /* pages moved into spans rather than faulted in */
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
@@ -164,12 +164,17 @@ bool uslub_over_limit(uint64_t bytes);
 /* Warm free memory a zone keeps however little of it is reused (M_TRIM_THRESHOLD). */
 uint64_t uslub_release_threshold(void);
 /* Free memory kept for reuse (warm free pages and cached huge mappings) may reach this
- * many bytes: a share of what is in use, at least a floor (decay.c, section 7). */
+ * many bytes: a floor once the live set collapsed, the waves' height where it keeps
+ * collapsing (bound.c). */
 uint64_t uslub_keep_bound(void);
 /* Called where free memory grew or memory in use fell (page and huge frees): hands the
  * excess over uslub_keep_bound back to the OS at once, oldest first. Takes zone locks
  * and huge_lock, one at a time: with none held. */
 void uslub_pages_bound(void);
+/* `bytes` of a block leave the live set, counted in `in_use` (uslub_large_bytes,
+ * uslub_huge_bytes): the bound's guess of the waves' height sees the live set with them
+ * first (bound.c). */
+void uslub_bound_leaving(_Atomic uint64_t *in_use, uint64_t bytes);
 /* One decay pass over every zone whose pass for the current step is due; the background
  * thread's work. Bytes handed back. */
 size_t uslub_pages_decay_all(void);
@@ -192,7 +197,7 @@ extern uint64_t uslub_trim_threshold;
 extern _Atomic uint64_t uslub_slab_bytes;  /* pages in slabs */
 extern _Atomic uint64_t uslub_large_bytes; /* pages in large blocks */
 /* Of those, the blocks the depots hold (slab/medium.c): free to the program, so not in use
- * where the bound asks whether the live set collapsed (decay.c). */
+ * where the bound asks whether the live set collapsed (bound.c). */
 extern _Atomic uint64_t uslub_depot_bytes;
 extern _Atomic uint64_t uslub_peak_in_use;
 /* Raise uslub_peak_in_use to what slabs, large and huge blocks hold now. */
@@ -277,7 +282,7 @@ static inline uintptr_t page_index(const struct page_desc *d)
 
 /* ---- the buddy (buddy.c) ---------------------------------------------------------- */
 
-/* Warm free pages of every zone together: the bound (decay.c, section 7) reads it
+/* Warm free pages of every zone together: the bound (bound.c) reads it
  * without the zone locks. */
 extern _Atomic uint64_t uslub_warm_pages_all;
 
@@ -321,6 +326,13 @@ void uslub_note_reuse(struct uslub_node *n);
 size_t uslub_decay_zone(struct uslub_node *n, uint32_t step);
 /* A pass when a step has begun since the last; a look at the clock otherwise. */
 void uslub_maybe_decay(struct uslub_node *n);
+/* Warm blocks of zone n off its lists, oldest first, until at most `keep` warm pages
+ * stay or only blocks younger than `min_age` steps are left (blocks free for the whole
+ * period go whatever `keep` says); under the lock. The batch is for uslub_hand_back,
+ * which hands it to the OS outside the lock and puts it on the lists again; bytes. */
+struct page_desc *uslub_shed_locked(struct uslub_node *n, uint32_t step, uint64_t keep,
+				    int min_age);
+size_t uslub_hand_back(struct uslub_node *n, struct page_desc *batch);
 
 /* ---- the thread's page cache (pcp.c) ----------------------------------------------- */
 

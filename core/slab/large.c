@@ -209,7 +209,7 @@ static inline void release(struct page_desc *d)
 		if (cached)
 			return;
 	}
-	atomic_fetch_sub(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
+	uslub_bound_leaving(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	if (d->flags & PF_BARE)
 		uslub_pages_free_bare(d, npages);
