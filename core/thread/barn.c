@@ -26,7 +26,7 @@ static uint32_t barn_limit(const struct uslub_cache *c)
 }
 
 /* A slot's barns, made at its first barn_put (sheaf.c): every cache's barn, and the
- * kmalloc caches' slots, in one block of pages (under 256 KiB, touched as used), never
+ * kmalloc caches' slots, in one block of pages (under 512 KiB, touched as used), never
  * freed. An object cache's slots come at its own first barn_put (uslub_barn_grow): its
  * size is not known before. Made under cache 0's list_lock of the node, which fork and
  * the heap walker hold before they take the barn locks, so a barn never appears while

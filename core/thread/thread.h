@@ -82,8 +82,12 @@ void uslub_stats_fold(struct uslub_thread *t);
  * surplus feeds another's demand with one lock round trip per sheaf, and no slab is
  * touched. Sheaves are copied in and out whole (slab.c, section 6). It holds up to
  * BARN_BYTES of objects, at least BARN_MIN_SHEAVES sheaves and at most BARN_MAX objects.
- * `count` is read without the lock to fail fast. */
-#define BARN_BYTES	 (1UL << 20)
+ * `count` is read without the lock to fail fast. BARN_BYTES bounds only caches of
+ * objects over 4 MiB / BARN_MAX (4 KiB); at 1 MiB a program allocating 1000 blocks of
+ * 4 KiB and freeing them sent 3/4 of them back to their slabs, and its slabs to the page
+ * allocator, to be made again: 420 instructions a malloc/free pair against 74 now
+ * (tcmalloc 84, whose transfer cache holds 64 batches of a class). */
+#define BARN_BYTES	 (4UL << 20)
 #define BARN_MIN_SHEAVES 8
 #define BARN_MAX	 (36 * SHEAF_MAX)
 struct barn {
