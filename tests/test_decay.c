@@ -9,6 +9,9 @@
  *   plus M_TRIM_THRESHOLD (32 MiB) and some slack within SPIKE_LIGHT_S, and then, the
  *   program idle, to the live set plus IDLE_SLACK within SPIKE_IDLE_S: only the clock can
  *   do that, as nothing else calls into the allocator.
+ * waves: 1024 blocks of 64 KiB allocated, written and freed, four times in a row from
+ *   almost nothing in use: the bound keeps such waves warm (bound.c), and the decay must
+ *   still give the last one back once the waves stop, within the same times as the spike.
  * in use: rounds of small and large blocks, each filled with its own pattern, every other
  *   one freed, across several decay periods; then every block still allocated must hold
  *   its pattern, memory must have gone back, and (linked build) the buddy lists and the
@@ -153,6 +156,43 @@ static void spike(void)
 		FREE(live[i]);
 }
 
+#define WAVES	    4
+#define WAVE_BLOCKS 1024
+#define WAVE_BLOCK  (64 << 10)
+
+static void waves(void)
+{
+	static char *blocks[WAVE_BLOCKS];
+	long live_kib = rss_kib();
+	uint64_t kept = 0;
+	for (unsigned w = 0; w < WAVES; w++) {
+		for (unsigned i = 0; i < WAVE_BLOCKS; i++) {
+			blocks[i] = MALLOC(WAVE_BLOCK);
+			CHECK(blocks[i] != NULL);
+			if (blocks[i])
+				memset(blocks[i], (int)w + 1, WAVE_BLOCK);
+		}
+		for (unsigned i = 0; i < WAVE_BLOCKS; i++)
+			FREE(blocks[i]);
+		struct uslub_totals t;
+		tu_totals_fn()(&t);
+		kept = t.warm_free;
+	}
+	/* The last wave was kept (what the bound alone would have left is 16 MiB)... */
+	CHECKF(kept >= (WAVE_BLOCKS * (uint64_t)WAVE_BLOCK) / 2,
+	       "the waves are kept warm: %" PRIu64 " KiB warm free", kept >> 10);
+	/* ... and goes back by the clock once they stop, as a spike does. */
+	double light = wait_below(live_kib + LIGHT_SLACK * 1024, SPIKE_LIGHT_S, 1);
+	CHECKF(light >= 0, "waves, light traffic: resident %ld KiB after %d s (live %ld)",
+	       rss_kib(), SPIKE_LIGHT_S, live_kib);
+	double idle = wait_below(live_kib + IDLE_SLACK * 1024, SPIKE_IDLE_S, 0);
+	CHECKF(idle >= 0, "waves, idle: resident %ld KiB after %d s more (live %ld)", rss_kib(),
+	       SPIKE_IDLE_S, live_kib);
+	printf("waves (%s): %" PRIu64 " KiB kept warm after the last; back to live + %d MiB "
+	       "in %.2f s with light traffic, to live + %d MiB %.2f s later\n",
+	       VARIANT, kept >> 10, LIGHT_SLACK, light, IDLE_SLACK, idle);
+}
+
 /* Blocks of the in-use test: sizes drawn small (16 B - 4 KiB) and large (16 KiB - 1 MiB),
  * filled with a byte derived from the index. */
 #define ROUNDS 12
@@ -236,6 +276,7 @@ int main(int argc, char **argv)
 	(void)argc;
 	tu_clean_env(argv);
 	spike();
+	waves();
 	in_use();
 	return tu_summary("test_decay");
 }
