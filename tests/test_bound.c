@@ -39,7 +39,7 @@
 #define FULL_FILL (64 << 10)
 /* MiB resident over the start once everything is freed: the bound's floor (16 MiB, half
  * of M_TRIM_THRESHOLD), empty slabs the caches keep, and the thread stacks' pages. */
-#define SLACK 28
+#define SLACK	    28
 #define WAVES	    4
 #define WAVE_BLOCKS 1024 /* of 64 KiB: 64 MiB a wave */
 #define WAVE_BLOCK  (64 << 10)
@@ -181,8 +181,8 @@ static void waves(tu_get_totals_fn totals)
 		       back[w] >> 10);
 	CHECKF(t1.warm_free >= (WAVE_BLOCKS * (uint64_t)WAVE_BLOCK) / 2,
 	       "the wave is kept warm: %" PRIu64 " KiB warm free", t1.warm_free >> 10);
-	printf("waves: handed back %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64
-	       " KiB; %" PRIu64 " KiB warm free after the last\n",
+	printf("waves: handed back %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 " KiB; %" PRIu64
+	       " KiB warm free after the last\n",
 	       back[0] >> 10, back[1] >> 10, back[2] >> 10, back[3] >> 10, t1.warm_free >> 10);
 }
 
