@@ -1,8 +1,9 @@
 /* The buddy page allocator: split and coalesce keep its invariants (every free block
  * naturally aligned, marked in its first descriptor, no two free buddies left apart,
  * counts matching the lists), freeing everything restores the free lists exactly,
- * claiming a range takes just those pages, and released memory reads back as zero and is
- * inaccessible until it is handed out again. */
+ * claiming a range takes just those pages, large blocks of more than 1 MiB go to the
+ * tightest of the warmest holes (spans to the lowest), and released memory reads back as
+ * zero and is inaccessible until it is handed out again. */
 #include "thread/thread.h"
 #include "os/os.h"
 #include "test_util.h"
@@ -110,6 +111,53 @@ static void free_range_and_claim(void)
 	CHECKF(same_as_snapshot(), "a failed claim leaves the lists alone");
 	uslub_pages_free_range(d, 10);
 	CHECKF(uslub_pages_check(0) == 0, "after freeing all");
+}
+
+/* Placement by the span search (core/page/run.c): a large block of more than
+ * PLACED_PAGES, up to a MAX_BLOCK, goes to the shortest run of free pages among the places
+ * with the most warm pages, which leaves the longer holes to longer blocks; a span goes to
+ * the lowest such place, which keeps the free memory above it in one piece. */
+static void placed_tightest(void)
+{
+	unsigned z = LARGE_ZONE(0);
+	tu_section("a 2.2 MiB block in a 2.5 MiB warm hole rather than a lower 3 MiB one; a "
+		   "4.1 MiB span in the lower of holes of 5.1 and 4.3 MiB");
+	/* 8 MiB freed warm in two holes between pages still held: 768 pages at its start,
+	 * 640 from page 1024. */
+	struct page_desc *d = uslub_pages_alloc_span(z, 2048);
+	CHECKF(d != NULL, "8 MiB from the large zone");
+	if (!d)
+		return;
+	uslub_pages_free_range(d, 768);
+	uslub_pages_free_range(d + 1024, 640);
+	CHECKF(563 > PLACED_PAGES, "2.2 MiB is a placed block");
+	struct page_desc *p = uslub_pages_alloc_span(z, 563);
+	CHECKF(p == d + 1024, "2.2 MiB at page 1024 of the 8 MiB (the 2.5 MiB hole), got %td",
+	       p ? p - d : -1);
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent after the placed block");
+	/* Holes of 1300 and 1100 pages for a span of 1050: the lower, though the upper fits
+	 * closer. */
+	struct page_desc *e = uslub_pages_alloc_span(z, 4096);
+	CHECKF(e != NULL, "16 MiB from the large zone");
+	struct page_desc *q = NULL;
+	if (e) {
+		uslub_pages_free_range(e, 1300);
+		uslub_pages_free_range(e + 1400, 1100);
+		q = uslub_pages_alloc_span(z, 1050);
+		CHECKF(q == e, "the span at the lower hole's start (page %td of the 16 MiB)",
+		       q ? q - e : -1);
+	}
+	if (p)
+		uslub_pages_free_range(p, 563);
+	uslub_pages_free_range(d + 768, 256);
+	uslub_pages_free_range(d + 1664, 384);
+	if (e) {
+		if (q)
+			uslub_pages_free_range(q, 1050);
+		uslub_pages_free_range(e + 1300, 100);
+		uslub_pages_free_range(e + 2500, 4096 - 2500);
+	}
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent with all of it back");
 }
 
 /* A large block that no free block of its order holds is made of neighbouring smaller
@@ -391,6 +439,7 @@ int main(void)
 	split_and_coalesce();
 	random_orders();
 	free_range_and_claim();
+	placed_tightest();
 	large_runs();
 	release_to_os();
 	released_inaccessible();

@@ -124,9 +124,15 @@ int uslub_pages_claim(struct page_desc *d, size_t npages);
  * NULL if neither is free. */
 #define RUN_TRIES 256
 struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned tries);
-/* A run of npages (more than a MAX_BLOCK) free pages of zone `node`, claimed: warm free
- * pages first, then cold ones, then the zone grown for it. NULL, ENOMEM. */
+/* A run of npages free pages of zone `node`, claimed: warm free pages first, then cold
+ * ones, then the zone grown for it. NULL, ENOMEM. For spans (more than a MAX_BLOCK) and
+ * for large blocks of more than PLACED_PAGES. */
 struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages);
+/* Large blocks of more than this many pages (1 MiB) are placed as spans are, in the
+ * tightest of the warmest holes, not cut from a block of their order (slab/large.c says
+ * why); blocks of exactly 1 MiB, common in programs (realloc_mix has one in 21), are not:
+ * in a heap of many small free blocks the search cost them more than it saved. */
+#define PLACED_PAGES (1UL << (USLUB_MAX_ORDER - 2))
 /* At USLUB_MEM_LIMIT free memory still counts against the cap: every free block of zone
  * `node`'s node goes back to the OS, so the cap admits a block (a released one or a fresh
  * one) - reclaim, on the caller's time. Called and returns with n's lock held, which it

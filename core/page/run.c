@@ -302,6 +302,7 @@ struct span_fit {
 	size_t npages;
 	struct page_desc *best; /* NULL until a run holds the buffer */
 	size_t warm;		/* warm pages at best */
+	size_t len;		/* free pages in best's run, up to twice npages */
 	struct page_desc *run_lo[SPAN_RUNS], *run_hi[SPAN_RUNS];
 	unsigned runs;
 };
@@ -315,16 +316,22 @@ static bool span_seen(const struct span_fit *f, const struct page_desc *h)
 	return false;
 }
 
-/* The buffer at d, if more of its pages are warm than at the best place yet, or as many
- * at a lower address. */
-static void span_consider(struct span_fit *f, struct page_desc *d)
+/* The buffer at d, in a run of `len` free pages (counted up to twice the buffer), if more
+ * of its pages are warm than at the best place yet; as many, a block of at most a
+ * MAX_BLOCK goes to the shorter run (the tightest fit: such blocks come and go among
+ * bigger ones, and a hole one leaves is the next one's), a span to the lower address
+ * (a tight fit for spans left big_buffers' next buffers short of room: half as many
+ * faults again, tools/bench/results/big-buffers.md). */
+static void span_consider(struct span_fit *f, struct page_desc *d, size_t len)
 {
 	if (d == f->best)
 		return;
 	size_t w = warm_in(d, f->npages);
-	if (!f->best || w > f->warm || (w == f->warm && d < f->best)) {
+	bool tight = f->npages <= (1UL << USLUB_MAX_ORDER) && len != f->len;
+	if (!f->best || w > f->warm || (w == f->warm && (tight ? len < f->len : d < f->best))) {
 		f->best = d;
 		f->warm = w;
+		f->len = len;
 	}
 }
 
@@ -353,18 +360,19 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
 	f->runs++;
 	if (got < f->npages)
 		return;
-	span_consider(f, start);
+	span_consider(f, start, got);
 	if (got < cap)
-		span_consider(f, start + got - f->npages);
+		span_consider(f, start + got - f->npages, got);
 	for (unsigned i = 0; i < stretches; i++)
 		if ((size_t)(stretch[i] - start) + f->npages <= got)
-			span_consider(f, stretch[i]);
+			span_consider(f, stretch[i], got);
 }
 
 /* A big buffer's pages come from free memory first, where the most of them are warm:
  * among the runs of free pages that hold npages and start at up to RUN_TRIES free blocks
  * (largest first), a buffer placed at a run's start, at its end, or at a warm block in
- * it; the lowest of those as warm as the best. Warm pages are reused rather than faulted
+ * it; the lowest of those as warm as the best (for a placed block of at most a MAX_BLOCK,
+ * the shortest run: span_consider). Warm pages are reused rather than faulted
  * in while others are handed back (section 9 of decay.c): big_buffers took 45,900 page faults
  * for the same 144 MiB peak, against 67,500 for the lowest run alone (the model,
  * tools/bench/span_model.py, keeping a quarter: 236-345 MiB faulted in against 363-798;
@@ -417,7 +425,10 @@ again:
 	pthread_mutex_unlock(&n->lock);
 	if (!d)
 		errno = ENOMEM;
-	else
+	else if (npages > (1UL << USLUB_MAX_ORDER))
+		/* Only spans pay: a placed block paying for its fresh pages in a heap that
+		 * reused every piece made realloc_mix with sizes up to 4 MiB fault 11.3
+		 * million pages in against 0.35 (big-buffers.md). */
 		uslub_pages_pay(n, d, npages);
 	return d;
 }
