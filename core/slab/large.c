@@ -4,10 +4,11 @@
  * 1 MiB (PLACED_PAGES) a block is placed as a big buffer is instead (run.c's span search:
  * where the most of its pages are warm, then the tightest run): cut from a block of its
  * order, a 2.1 MiB block took a whole free 4 MiB block before any warm hole of 2.1-4 MiB
- * made of smaller blocks, so two threads replacing buffers of up to 8 MiB kept 30-40%
- * more holes than they could use, and the pay of section 9 (decay.c) handed them back to
- * be faulted in again: 2.2 s and 105-115 thousand faults where tcmalloc took 0.9 s and
- * 60 thousand, now 0.8-1.0 s and 55-60 thousand at a lower peak than glibc's. realloc
+ * made of smaller blocks, so two threads replacing buffers of up to 8 MiB left holes no
+ * later block fitted, and the pay of section 9 (decay.c) handed them back to be faulted
+ * in again: 1.5-2.5 s and 88-128 thousand faults where tcmalloc took 0.7-0.9 s
+ * and 61-66 thousand, now 0.8-1.1 s and 60-67 thousand at a peak under glibc's
+ * (tools/bench/results/placed-blocks.md). realloc
  * grows a large block in place when the pages after it are free, and shrinks it in place.
  * Blocks of up to 128 KiB go through the thread's medium-block cache (medium.c). Larger
  * requests are spans of the large zone, and past 32 MiB mappings of their own
