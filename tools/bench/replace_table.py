@@ -23,6 +23,8 @@ for b in bounds:
     for t in threads:
         cells=[]
         meds={a:statistics.median(d[(b,t,a)]) for a in allocs if d[(b,t,a)]}
+        if not any(a not in ("uslub","base") for a in meds):
+            continue  # a thread count this bound was not run at
         best=max(v for a,v in meds.items() if a not in ("uslub","base"))
         for a in allocs:
             v=d[(b,t,a)]
