@@ -6,9 +6,11 @@
  * USLUB_MEM_LIMIT) first gives back cached ones; linked, the heap walker's accounting holds
  * throughout; realloc,
  * memalign and fork keep huge blocks' bytes (also under USLUB_DEBUG=FZP, where each has red
- * zones before and after it). Built linked (uslub_ names) and plain (run preloaded). */
+ * zones before and after it); two threads replacing buffers of 64 KiB - 8 MiB keep every
+ * byte. Built linked (uslub_ names) and plain (run preloaded). */
 #include "test_util.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -541,6 +543,112 @@ static void mem_limit(void)
 }
 #endif
 
+/* Two threads replacing buffers of 64 KiB - 8 MiB at random, 16 live each - blocks of more
+ * than 1 MiB placed in the tightest warm hole, spans, large blocks cut from their order,
+ * all in one zone - by malloc of the new one before the old one's free, or by realloc;
+ * each checked before it goes; at the end each thread's buffers are freed by the other
+ * thread. Every byte pattern survives and (linked) the heap walker finds the zones
+ * consistent. */
+enum { MIX_LIVE = 16, MIX_ROUNDS = 250 };
+
+struct mix {
+	unsigned char *buf[MIX_LIVE];
+	size_t len[MIX_LIVE];
+	unsigned seed[MIX_LIVE];
+	uint64_t rng;
+	unsigned bad;
+};
+
+static size_t mix_size(uint64_t *rng)
+{
+	/* Log-uniform over 64 KiB - 8 MiB: two sevenths of the sizes between 1 and 4 MiB.
+	 * A multiple of 16, so fill's last byte never lands on a page's first (holds). */
+	unsigned shift = 16 + (unsigned)(tu_rand(rng) % 7);
+	size_t base = (size_t)1 << shift;
+	return base + (tu_rand(rng) % base & ~(size_t)15);
+}
+
+static void *mix_work(void *arg)
+{
+	struct mix *m = arg;
+	for (int i = 0; i < MIX_LIVE; i++) {
+		m->len[i] = mix_size(&m->rng);
+		m->seed[i] = (unsigned)tu_rand(&m->rng);
+		m->buf[i] = MALLOC(m->len[i]);
+		if (!m->buf[i])
+			return (void *)1;
+		fill(m->buf[i], m->len[i], m->seed[i]);
+	}
+	for (int r = 0; r < MIX_ROUNDS; r++) {
+		int i = (int)(tu_rand(&m->rng) % MIX_LIVE);
+		size_t n = mix_size(&m->rng);
+		unsigned seed = (unsigned)tu_rand(&m->rng);
+		if (!holds(m->buf[i], m->len[i], m->seed[i]))
+			m->bad++;
+		unsigned char *p;
+		if (r % 3 == 0) {
+			/* realloc keeps the shorter length's bytes: the pattern's first pages. */
+			p = REALLOC(m->buf[i], n);
+			if (!p)
+				return (void *)1;
+			size_t kept = n < m->len[i] ? n : m->len[i];
+			for (size_t k = 0; k + 1 < kept; k += 4096)
+				if (p[k] != (unsigned char)(m->seed[i] + k / 4096))
+					m->bad++;
+		} else {
+			p = MALLOC(n);
+			if (!p)
+				return (void *)1;
+			FREE(m->buf[i]);
+		}
+		fill(p, n, seed);
+		m->buf[i] = p;
+		m->len[i] = n;
+		m->seed[i] = seed;
+	}
+	return NULL;
+}
+
+static void *mix_free_other(void *arg)
+{
+	struct mix *m = arg;
+	for (int i = 0; i < MIX_LIVE; i++) {
+		if (!holds(m->buf[i], m->len[i], m->seed[i]))
+			m->bad++;
+		FREE(m->buf[i]);
+	}
+	return NULL;
+}
+
+static void two_threads_mixed(void)
+{
+	tu_section("two threads replacing 16 buffers each of 64 KiB - 8 MiB (%d times, a third "
+		   "by realloc), then freeing each other's: every pattern kept, the heap "
+		   "consistent",
+		   MIX_ROUNDS);
+	static struct mix m[2];
+	pthread_t t[2];
+	for (int k = 0; k < 2; k++) {
+		m[k] = (struct mix){.rng = 101 + (uint64_t)k * 7919};
+		CHECK(pthread_create(&t[k], NULL, mix_work, &m[k]) == 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		void *rc = NULL;
+		pthread_join(t[k], &rc);
+		CHECKF(rc == NULL, "thread %d got every buffer it asked for", k);
+		CHECKF(m[k].bad == 0, "thread %d: %u patterns lost", k, m[k].bad);
+	}
+	check_heap("after two threads' replacements");
+	for (int k = 0; k < 2; k++)
+		CHECK(pthread_create(&t[k], NULL, mix_free_other, &m[1 - k]) == 0);
+	for (int k = 0; k < 2; k++) {
+		pthread_join(t[k], NULL);
+		CHECKF(m[k].bad == 0, "buffers of thread %d freed by the other: %u patterns lost",
+		       k, m[k].bad);
+	}
+	check_heap("after the other thread's frees");
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -559,6 +667,7 @@ int main(int argc, char **argv)
 	give_back();
 	address_space();
 	keep_contents();
+	two_threads_mixed();
 #ifdef USLUB_PREFIXED
 	mem_limit();
 #endif
