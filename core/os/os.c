@@ -525,15 +525,22 @@ static void elf_span(const ElfW(Ehdr) * eh, unsigned flags, uintptr_t *lo, uintp
 
 /* The dynamic linker's mapping, from its ELF header at AT_BASE: glibc's loader frees a
  * finished thread's TLS while libc holds dl_stack_cache_lock (hooks.h, safe points). Read
- * once; a race reads the same values. */
+ * once; threads that race to read it store the same values, hi published after lo, so a
+ * reader that sees hi also sees lo (plain statics let one see hi with lo still 0, and
+ * ThreadSanitizer reported the race from two threads' first frees). */
 bool uslub_os_in_ldso(const void *addr)
 {
-	static uintptr_t lo, hi;
+	static uintptr_t lo_seen, hi_seen;
+	uintptr_t hi = __atomic_load_n(&hi_seen, __ATOMIC_ACQUIRE), lo;
 	if (!hi) {
 		const ElfW(Ehdr) *eh = (const void *)getauxval(AT_BASE);
 		if (!eh)
 			return false;
 		elf_span(eh, 0, &lo, &hi);
+		__atomic_store_n(&lo_seen, lo, __ATOMIC_RELAXED);
+		__atomic_store_n(&hi_seen, hi, __ATOMIC_RELEASE);
+	} else {
+		lo = __atomic_load_n(&lo_seen, __ATOMIC_RELAXED);
 	}
 	return (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
 }
