@@ -33,6 +33,15 @@ static void check_table(void)
 			       "size %zu wastes %u of %u", size,
 			       uslub_class_size[c] - (unsigned)size, uslub_class_size[c]);
 	}
+	/* A power of two from 1 KiB plus a header of up to an eighth of it wastes at most
+	 * 1/9 too: sqlite3's 1,032-byte buffers take 1,152 bytes, not 1,280. */
+	for (size_t pow2 = 1024; pow2 < USLUB_MAX_SMALL; pow2 *= 2)
+		for (size_t size = pow2 + 1; size <= pow2 + pow2 / 8; size++) {
+			unsigned c = uslub_size_to_class(size);
+			CHECKF((uslub_class_size[c] - size) * 9 <= uslub_class_size[c],
+			       "%zu + %zu bytes wastes %u of %u", pow2, size - pow2,
+			       uslub_class_size[c] - (unsigned)size, uslub_class_size[c]);
+		}
 	/* The kmalloc shape: every power of two from 16, and 96 and 192. */
 	static const unsigned kmalloc[] = {16,	32,  64,   96,	 128,  192,
 					   256, 512, 1024, 2048, 4096, 8192};
@@ -52,6 +61,8 @@ static void check_names(void)
 	CHECKF(strcmp(buf, "kmalloc-8k") == 0, "%s", buf);
 	uslub_class_name(uslub_size_to_class(1200), buf);
 	CHECKF(strcmp(buf, "kmalloc-1280") == 0, "%s", buf);
+	uslub_class_name(uslub_size_to_class(1032), buf);
+	CHECKF(strcmp(buf, "kmalloc-1152") == 0, "%s", buf);
 	uslub_class_name(uslub_size_to_class(4300), buf);
 	CHECKF(strcmp(buf, "kmalloc-4608") == 0, "%s", buf);
 }
