@@ -50,7 +50,6 @@ struct uslub_node {
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
 	uint64_t decay_passes;		  /* passes that handed memory back */
 	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (bound.c) */
-	struct uslub_moved moved;	  /* section 10 (move.c) */
 	uint64_t moved_pages;		  /* pages moved into spans rather than faulted in */
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
