@@ -435,6 +435,33 @@ static void lock_contention(void)
 	CHECKF(uslub_pages_check(0) == 0, "invariants after the contended take");
 }
 
+/* The span search's question of the page before a free block (run.c, free_before): the
+ * free block ending there, told by the order its last page keeps, checked against the
+ * block; a middle page, a page in use or a stale order answers NULL. */
+static void free_block_ending(void)
+{
+	struct page_desc *a = uslub_pages_alloc(0, 6, 0);
+	CHECK(a != NULL);
+	if (!a)
+		return;
+	uslub_pages_free_range(a + 8, 8); /* its buddy a .. a + 7 is in use: one block */
+	uslub_pages_free_range(a + 16, 1);
+	CHECKF(uslub_free_block_ending(a + 15) == a + 8, "the last page of an order-3 block");
+	CHECKF(uslub_free_block_ending(a + 12) == NULL && uslub_free_block_of(a + 12) == a + 8,
+	       "a middle page: not a last page, but in the block");
+	CHECKF(uslub_free_block_ending(a + 16) == a + 16, "an order-0 block ends at its head");
+	CHECKF(uslub_free_block_ending(a + 7) == NULL, "a page in use");
+	atomic_store(&a[23].word, 3); /* as a slab's word might read: order 3 */
+	CHECKF(uslub_free_block_ending(a + 23) == NULL, "a stale order naming pages in use");
+	uslub_pages_release(0, 0);
+	CHECKF(uslub_free_block_ending(a + 15) == a + 8,
+	       "handed back (its descriptors with it): the order is written again");
+	atomic_store(&a[23].word, 0);
+	uslub_pages_free_range(a, 8);
+	uslub_pages_free_range(a + 17, 47);
+	CHECKF(uslub_pages_check(0) == 0, "invariants after the last-page checks");
+}
+
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up */
@@ -444,6 +471,7 @@ int main(void)
 	free_range_and_claim();
 	placed_tightest();
 	large_runs();
+	free_block_ending();
 	release_to_os();
 	released_inaccessible();
 	os_failure();

@@ -34,11 +34,16 @@ static inline struct page_desc *buddy_of(struct page_desc *d, unsigned order)
 	return (struct page_desc *)(a ^ ((uintptr_t)1 << (order + DESC_SHIFT)));
 }
 
-/* A warm block's `objects` holds the decay step in which it went free (decay.c, section 6). */
+/* A warm block's `objects` holds the decay step in which it went free (decay.c, section 6).
+ * The block's last page keeps its order as a hint for uslub_free_block_of, in the slab
+ * word, the one field every writer stores atomically (a last page may be another
+ * thread's slab head later, while the zone's walks still read it). */
 static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned order, unsigned flags,
 			uint16_t stamp)
 {
 	__atomic_store_n(&d->kind, PAGE_FREE, __ATOMIC_RELAXED);
+	if (order)
+		atomic_store_explicit(&d[(1UL << order) - 1].word, order, memory_order_relaxed);
 	d->order = (uint8_t)order;
 	d->flags = (uint8_t)flags;
 	d->head = NULL;
@@ -376,10 +381,39 @@ void uslub_pages_free(struct page_desc *d, unsigned order)
 	uslub_pages_free_range(d, 1UL << order);
 }
 
-/* The free block that holds page `d`, or NULL if the page is in use. */
+/* The free block whose last page is d, or NULL. Every free block's last page says its
+ * block's order (list_insert; an order-0 block's is its head): the value is checked
+ * against the block it names, so a stale one, or a slab's word, answers NULL. The span
+ * search asks this of the page before each free block it starts from (run.c,
+ * free_before); the search of every order that uslub_free_block_of makes took half the
+ * instructions of a MiB buffer's malloc (some 19,000, under the zone's lock, while the
+ * other thread of two waited: tools/bench/results/span-search.md). */
+struct page_desc *uslub_free_block_ending(struct page_desc *d)
+{
+	uintptr_t idx = page_index(d);
+	if (idx < FIRST_PAGE)
+		return NULL;
+	if (__atomic_load_n(&d->kind, __ATOMIC_RELAXED) == PAGE_FREE)
+		return d->order == 0 ? d : NULL;
+	uint64_t hint = atomic_load_explicit(&d->word, memory_order_relaxed);
+	if (!hint || hint > USLUB_MAX_ORDER)
+		return NULL;
+	uintptr_t len = 1UL << hint;
+	if (((idx + 1) & (len - 1)) || idx + 1 - len < FIRST_PAGE)
+		return NULL;
+	struct page_desc *h = d - (len - 1);
+	if (__atomic_load_n(&h->kind, __ATOMIC_RELAXED) == PAGE_FREE && h->order == hint)
+		return h;
+	return NULL;
+}
+
+/* The free block that holds page `d`, or NULL if the page is in use. A free head is its
+ * own; any other page, the search of every order. */
 struct page_desc *uslub_free_block_of(struct page_desc *d)
 {
 	uintptr_t idx = page_index(d);
+	if (__atomic_load_n(&d->kind, __ATOMIC_RELAXED) == PAGE_FREE)
+		return idx >= FIRST_PAGE ? d : NULL;
 	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
 		uintptr_t start = idx & ~((1UL << o) - 1);
 		if (start < FIRST_PAGE)

@@ -306,6 +306,8 @@ struct page_desc *uslub_find_block(struct uslub_node *n, unsigned order, unsigne
 struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, unsigned order);
 /* The free block that holds page `d`, or NULL if the page is in use. */
 struct page_desc *uslub_free_block_of(struct page_desc *d);
+/* The free block whose last page is d, or NULL (a free block's last page keeps a hint). */
+struct page_desc *uslub_free_block_ending(struct page_desc *d);
 
 /* ---- regions (region.c) ------------------------------------------------------------ */
 

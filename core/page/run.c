@@ -137,7 +137,7 @@ static size_t free_before(struct page_desc *d)
 {
 	size_t k = 0;
 	for (int i = 0; i < BEFORE_TRIES && page_index(d - k) > FIRST_PAGE; i++) {
-		struct page_desc *h = uslub_free_block_of(d - k - 1);
+		struct page_desc *h = uslub_free_block_ending(d - k - 1);
 		if (!h || ((h->flags & PF_RELEASED) && uslub_over_limit(block_bytes(h->order))))
 			break;
 		k += 1UL << h->order;

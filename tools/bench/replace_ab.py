@@ -26,6 +26,6 @@ first = res[libs[0]]
 for lib in libs:
     v = res[lib]
     r = [x / y for x, y in zip(v, first)]
-    print("%s %s %-28s median %.1f [%.1f-%.1f]  paired ratio to the first: median %.3f "
+    print("%s %s %-28s median %.4g [%.4g-%.4g]  paired ratio to the first: median %.3f "
           "[%.3f-%.3f]" % (bound, threads, os.path.basename(lib), statistics.median(v), min(v),
                            max(v), statistics.median(r), min(r), max(r)))
