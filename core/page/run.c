@@ -264,6 +264,7 @@ static struct page_desc *span_claim(struct uslub_node *n, struct page_desc *h, s
 	if (claim_locked(n, h, npages) != 0)
 		return NULL; /* a block handed back that the OS would not open again */
 	n->runs++;
+	h[1].local_count = 0; /* no look of the pay's yet (decay.c, SPAN_LOOKED) */
 	h->flags = cold ? PF_COLD : 0;
 	h->order = USLUB_MAX_ORDER;
 	return h;
@@ -390,9 +391,18 @@ struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages)
 	struct page_desc *h, *d = NULL;
 	struct span_fit f = {.npages = npages};
 	bool reclaimed = false;
+	/* A run of 2^(k+1) free pages or more holds a whole naturally aligned 2^k of them,
+	 * which the buddy has merged into one free block of order k or more: so a run that
+	 * holds the buffer is found from a block of order `lo` or above, and the many small
+	 * holes between blocks in use are never walked (at 8 MiB, only the order-10 blocks:
+	 * one in three of the zone's free blocks in the replacement workload). A run whose
+	 * halves could not merge (the OS refused to open one, buddy.c) may be passed over;
+	 * the zone then grows, as when no run holds the buffer. */
+	unsigned lo = 63 - (unsigned)__builtin_clzl(npages);
+	lo = lo > USLUB_MAX_ORDER + 1 ? USLUB_MAX_ORDER : lo ? lo - 1 : 0;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 again:
-	for (unsigned o = USLUB_MAX_ORDER + 1, tries = 0; o-- > 0 && tries < RUN_TRIES;)
+	for (unsigned o = USLUB_MAX_ORDER + 1, tries = 0; o-- > lo && tries < RUN_TRIES;)
 		cds_list_for_each_entry(h, &n->free_area[o], list)
 		{
 			if (++tries > RUN_TRIES)
