@@ -430,8 +430,8 @@ struct medium_bins {
 	X(MEDIUM_REFILL, medium_refills)      /* blocks those batches brought besides */           \
 	X(MEDIUM_FREE, medium_frees)	      /* blocks freed into the cache */                    \
 	X(MEDIUM_FLUSH, medium_flushes)	      /* blocks sent on to the depot or the zones */       \
-	X(BIG_HIT, big_hits)   /* a block past 1 MiB served from the big-block cache */            \
-	X(BIG_FREE, big_frees) /* blocks past 1 MiB freed into it */
+	X(BIG_HIT, big_hits)   /* a block past 4 MiB served from the big-block cache */            \
+	X(BIG_FREE, big_frees) /* blocks past 4 MiB freed into it */
 enum uslub_medium_stat_item {
 #define X(id, name) USLUB_##id,
 	USLUB_MEDIUM_STAT_ITEMS(X)

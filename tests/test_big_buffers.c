@@ -414,7 +414,8 @@ static void big_cache(void)
 
 #ifdef USLUB_PREFIXED
 /* Replacements of 5-8 MiB buffers (12 live), each written at its first byte or filled:
- * the zone's span_empty, which scales the pay for fresh pages (decay.c, section 9). */
+ * how many of 1024 fresh pages the zone counts as touched, which scales the pay for fresh
+ * pages (decay.c, section 9). */
 static uint32_t replace_spans(bool filled, int rounds)
 {
 	enum { LIVE = 12 };
@@ -436,7 +437,7 @@ static uint32_t replace_spans(bool filled, int rounds)
 	}
 	for (int i = 0; i < LIVE; i++)
 		FREE(buf[i]);
-	return __atomic_load_n(&n->span_empty, __ATOMIC_RELAXED);
+	return uslub_pages_span_used(n);
 }
 
 static void pay_scaled(void)
@@ -445,13 +446,14 @@ static void pay_scaled(void)
 	if (getenv("USLUB_DEBUG") && *getenv("USLUB_DEBUG"))
 		return;
 	tu_section("buffers written at their first byte only: the pay for fresh pages stops "
-		   "(span_empty near 1024); filled again: it is made again (under 900)");
-	uint32_t empty = replace_spans(false, 600);
-	printf("  span_empty %u of 1024 after unfilled buffers\n", empty);
-	CHECKF(empty > 1000, "span_empty %u after unfilled buffers", empty);
-	empty = replace_spans(true, 300);
-	printf("  span_empty %u of 1024 after filled buffers\n", empty);
-	CHECKF(empty < 900, "span_empty %u after filled buffers", empty);
+		   "(under 16 of 1024 fresh pages touched); filled again: it is made again "
+		   "(over 128)");
+	uint32_t used = replace_spans(false, 600);
+	printf("  %u of 1024 fresh pages touched after unfilled buffers\n", used);
+	CHECKF(used < 16, "%u of 1024 after unfilled buffers", used);
+	used = replace_spans(true, 300);
+	printf("  %u of 1024 fresh pages touched after filled buffers\n", used);
+	CHECKF(used > 128, "%u of 1024 after filled buffers", used);
 }
 #endif
 

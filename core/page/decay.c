@@ -334,7 +334,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 	 * pay is scaled by how much of its spans' fresh pages the program touched. Below
 	 * SPAN_USED_MIN it is not made, and one span in SPAN_LOOKS is still looked at, so
 	 * a program that starts to fill its buffers is paid for again. */
-	uint32_t used = 1024 - __atomic_load_n(&n->span_empty, __ATOMIC_RELAXED);
+	uint32_t used = uslub_pages_span_used(n);
 	bool look_only = used < SPAN_USED_MIN;
 	uint32_t nth = __atomic_fetch_add(&n->span_spans, 1, __ATOMIC_RELAXED);
 	if (look_only && nth % SPAN_LOOKS)
@@ -397,13 +397,24 @@ void uslub_pages_note_span(struct page_desc *d, size_t npages)
 		return;
 	size_t was = npages - fresh;
 	size_t touched = (size_t)resident > was ? (size_t)resident - was : 0;
-	uint32_t empty = (uint32_t)(((fresh - (touched < fresh ? touched : fresh)) << 10) / fresh);
+	/* Means weighted by the fresh pages, so that a span cut almost all from resident
+	 * pages, whose first page is most of its few fresh ones, counts for little. Racing
+	 * stores lose a sample, no more; each sample is half of the mean, so one filled span
+	 * after unfilled ones puts the pay back. */
 	struct uslub_node *n = region_of(d)->node;
-	uint32_t mean = __atomic_load_n(&n->span_empty, __ATOMIC_RELAXED);
-	/* A mean over the last few (each sample half of it, so one filled span puts the pay
-	 * back): racing stores lose a sample, no more. */
-	__atomic_store_n(&n->span_empty, mean + (uint32_t)((int32_t)(empty - mean) / 2),
+	uint32_t f = __atomic_load_n(&n->span_fresh, __ATOMIC_RELAXED);
+	uint32_t t = __atomic_load_n(&n->span_touched, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->span_fresh, (uint32_t)((f + fresh) / 2), __ATOMIC_RELAXED);
+	__atomic_store_n(&n->span_touched,
+			 (uint32_t)((t + (touched < fresh ? touched : fresh)) / 2),
 			 __ATOMIC_RELAXED);
+}
+
+uint32_t uslub_pages_span_used(struct uslub_node *n)
+{
+	uint32_t f = __atomic_load_n(&n->span_fresh, __ATOMIC_RELAXED);
+	uint32_t t = __atomic_load_n(&n->span_touched, __ATOMIC_RELAXED);
+	return f ? (uint32_t)(((uint64_t)(t < f ? t : f) << 10) / f) : 1024;
 }
 
 /* On the allocator's slow paths (pages freed or taken, never the no-wait try): a pass

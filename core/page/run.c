@@ -336,20 +336,27 @@ static void span_consider(struct span_fit *f, struct page_desc *d, size_t len)
 	}
 }
 
+/* Blocks of one run walked at most. */
+#define RUN_WALK 256
+
 /* The run of free pages from `start`, a free block's first page: the buffer at its
- * start, at its end, and where each warm stretch in it begins. Walked to twice the
- * buffer's length at most: a longer run is cut at its start, which keeps its free memory
- * in one piece (placed at the ends of runs up to four times as long, the holes left
- * before them cost rlimit_python's small objects 8% of their address space). Under the
- * lock. */
+ * start, at its end, and where each warm stretch in it begins. Walked to its end (at
+ * most RUN_WALK blocks), so that every block of it is passed over as seen: walked only
+ * to twice the buffer, a long run - the zone's free top, many blocks of the highest
+ * order - was walked again, back and forth, from each of its blocks past that
+ * (span-search.md). A run longer than twice the buffer is cut at its start or at a warm
+ * stretch, never at its end, which keeps its free memory in one piece (placed at the
+ * ends of runs up to four times as long, the holes left before them cost rlimit_python's
+ * small objects 8% of their address space). Under the lock. */
 static void span_fit_run(struct span_fit *f, struct page_desc *start)
 {
 	struct region *r = region_of(start);
 	size_t cap = 2 * f->npages, got = 0;
+	unsigned walked = 0;
 	struct page_desc *stretch[SPAN_STRETCHES];
 	unsigned stretches = 0;
 	bool warm_before = false;
-	for (struct page_desc *b; got < cap && (b = run_next(r, start + got));) {
+	for (struct page_desc *b; walked < RUN_WALK && (b = run_next(r, start + got)); walked++) {
 		bool warm = !(b->flags & PF_COLD);
 		if (warm && !warm_before && got && stretches < SPAN_STRETCHES)
 			stretch[stretches++] = b;
@@ -361,12 +368,13 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
 	f->runs++;
 	if (got < f->npages)
 		return;
-	span_consider(f, start, got);
+	size_t len = got < cap ? got : cap;
+	span_consider(f, start, len);
 	if (got < cap)
-		span_consider(f, start + got - f->npages, got);
+		span_consider(f, start + got - f->npages, len);
 	for (unsigned i = 0; i < stretches; i++)
 		if ((size_t)(stretch[i] - start) + f->npages <= got)
-			span_consider(f, stretch[i], got);
+			span_consider(f, stretch[i], len);
 }
 
 /* A big buffer's pages come from free memory first, where the most of them are warm:
