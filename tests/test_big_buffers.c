@@ -22,6 +22,7 @@
 
 #ifdef USLUB_PREFIXED
 #include "debug/check.h"
+#include "hooks.h"
 #include "page/page.h"
 #include "thread/thread.h"
 #endif
@@ -322,12 +323,25 @@ static void *free_one_big(void *arg)
 	return NULL;
 }
 
+/* Whether a span goes through the thread's big-block cache and is a bare block, whose
+ * record the pay keeps: not under the letters' layout or the checkers (large.c). */
+static bool big_plain(void)
+{
+#ifdef USLUB_PREFIXED
+	return !uslub_block_debug && !uslub_block_pad;
+#elif defined(__SANITIZE_ADDRESS__)
+	return false;
+#else
+	return !getenv("USLUB_DEBUG") || !*getenv("USLUB_DEBUG");
+#endif
+}
+
 static void big_cache(void)
 {
 	tu_section("a freed 14 MiB block is the next 8 MiB one, its 6 MiB rest the next 6 MiB "
 		   "one; a 16 MiB request gives the cache back first; at most 4 kept; a thread's "
 		   "back at its exit; a cached block freed again is a double free");
-	bool plain = !getenv("USLUB_DEBUG") || !*getenv("USLUB_DEBUG");
+	bool plain = big_plain();
 	MALLOC_TRIM(0);
 	unsigned char *a = MALLOC(14 * MIB);
 	CHECK(a != NULL);
@@ -442,8 +456,8 @@ static uint32_t replace_spans(bool filled, int rounds)
 
 static void pay_scaled(void)
 {
-	/* Under the letters a span is no bare block and keeps no record (large.c). */
-	if (getenv("USLUB_DEBUG") && *getenv("USLUB_DEBUG"))
+	/* Under the letters and the checkers a span is no bare block and keeps no record. */
+	if (!big_plain())
 		return;
 	tu_section("buffers written at their first byte only: the pay for fresh pages stops "
 		   "(under 16 of 1024 fresh pages touched); filled again: it is made again "
