@@ -1,8 +1,9 @@
-/* The engine's shared types: what every layer stands on - the regions and their page descriptors,
- * the one table that finds a pointer's page, the caches', the threads' and the page caches'
- * structures, the free-pointer keys - and no function of any layer. Each layer's calls are in its
- * own header (os/os.h, page/page.h, slab/slab.h, thread/thread.h, api/api.h); the observers are
- * reached through hooks.h. See slab/slab.c for the design essay. */
+/* The engine's shared types: what every layer stands on - the regions and their page
+ * descriptors, the one table that finds a pointer's page, the caches', the threads' and
+ * the page caches' structures, the free-pointer keys - and no function of any layer.
+ * Each layer's calls are in its own header (os/os.h, page/page.h, slab/slab.h,
+ * thread/thread.h, api/api.h); the observers are reached through hooks.h. See
+ * slab/slab.c for the design essay. */
 #ifndef USLUB_TYPES_H
 #define USLUB_TYPES_H
 
@@ -32,13 +33,14 @@
 
 /* ---- regions and page descriptors ------------------------------------------------ */
 
-/* A region is a 256 MiB slot of address space, aligned to its size, so `p >> REGION_SHIFT` finds
- * it in a flat table and `p & REGION_MASK` its page. The region's first 4 MiB hold one 64-byte
- * descriptor per page (the kernel's vmemmap); the descriptors of those first pages are never used,
- * so the region's own header sits there. The next 512 KiB hold free's 8-byte test of every page
- * (struct page_test), and the pages follow. Only the metadata and the pages grown so far are
- * mapped (page/region.c): the rest of the slot is free address space, where another mapping may
- * even lie - its descriptors read as zero. */
+/* A region is a 256 MiB slot of address space, aligned to its size, so `p >> REGION_SHIFT`
+ * finds it in a flat table and `p & REGION_MASK` its page. The region's first 4 MiB hold
+ * one 64-byte descriptor per page (the kernel's vmemmap); the descriptors of those first
+ * pages are never used, so the region's own header sits there. The next 512 KiB hold
+ * free's 8-byte test of every page (struct page_test), and the pages follow. Only the
+ * metadata and the pages grown so far are mapped (page/region.c): the rest of the slot is
+ * free address space, where another mapping may even lie - its descriptors read as
+ * zero. */
 #define REGION_SHIFT 28
 #define REGION_SIZE  (1UL << REGION_SHIFT)
 #define REGION_MASK  (REGION_SIZE - 1)
@@ -328,11 +330,12 @@ static inline bool plain_object_at(const struct page_desc *s, const void *p)
 	       likely((uint64_t)(m >> 64) < objects_of(s));
 }
 
-/* kmem_cache_cpu: one per cache in each thread. The sheaf (Linux 6.18's percpu sheaf) is the
- * thread's allocation and free path for the cache: malloc pops it, free pushes onto it, whichever
- * slab the object lies in; the slab fields below it are where the sheaf is refilled from and the
- * objects of a full sheaf go back to when the barn has no room (see slab.c, section 6). The sheaf
- * comes first, so both fast paths read one cache line for the count and one for the slot. */
+/* kmem_cache_cpu: one per cache in each thread. The sheaf (Linux 6.18's percpu sheaf) is
+ * the thread's allocation and free path for the cache: malloc pops it, free pushes onto it,
+ * whichever slab the object lies in; the slab fields below it are where the sheaf is
+ * refilled from and the objects of a full sheaf go back to when the barn has no room (see
+ * slab.c, section 6). The sheaf comes first, so both fast paths read one cache line for
+ * the count and one for the slot. */
 struct cache_cpu {
 	uint16_t sheaf_count; /* objects in sheaf[] */
 	uint16_t sheaf_cap;   /* 0 for threads without state and for debug caches */
@@ -360,11 +363,12 @@ _Static_assert(sizeof(struct cache_cpu) == CPU_BYTES, "cache_cpu is CPU_BYTES");
  * find every sheaf empty whatever they read. */
 extern uint16_t uslub_cpu_of[];
 
-/* free_fastpath is not counted where it happens: the fast path's push already writes sheaf_count.
- * Each fast free adds 1 to the count, each fast malloc takes 1 from it and adds 1 to
- * alloc_fastpath, and every other change of the count (refills, spills, flushes: sheaf_set_count)
- * subtracts itself from stat[FREE_FASTPATH]. So the sum below is the number of fast frees. Relaxed
- * loads: a reader of another thread's counters gets a figure as racy as the plain counters'. */
+/* free_fastpath is not counted where it happens: the fast path's push already writes
+ * sheaf_count. Each fast free adds 1 to the count, each fast malloc takes 1 from it and
+ * adds 1 to alloc_fastpath, and every other change of the count (refills, spills,
+ * flushes: sheaf_set_count) subtracts itself from stat[FREE_FASTPATH]. So the sum below
+ * is the number of fast frees. Relaxed loads: a reader of another thread's counters
+ * gets a figure as racy as the plain counters'. */
 static inline uint64_t uslub_cc_stat(const struct cache_cpu *cc, unsigned k)
 {
 	uint64_t v = __atomic_load_n(&cc->stat[k], __ATOMIC_RELAXED);
@@ -380,17 +384,18 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 	uslub_own_store(cc->sheaf_count, (uint16_t)n);
 }
 
-/* The thread's medium-block cache (slab/medium.c): freed large blocks of up to MEDIUM_MAX_PAGES
- * pages (128 KiB: the sizes programs replace most, buffers and vectors; a larger block's page
- * faults cost more than the zone's work), by page count, held to `medium_high` pages, which starts
- * at MEDIUM_HIGH_MIN (the 64 KiB the cache held before it grew with demand) and grows with the
- * thread's churn up to MEDIUM_HIGH_MAX (4 MiB, as gperftools bounds a thread's cache), less with
- * many threads: the caches together are held to MEDIUM_HIGH_TOTAL (32 MiB, gperftools' default
- * total), and no thread's to under MEDIUM_HIGH_MIN_MAX (1 MiB). At 1 MiB blocks of 8-128 KiB
- * replaced at random missed three times in ten, 427 instructions a replacement against 230 at 4
- * MiB; the price is peak memory where blocks kept out of the zones split the holes larger blocks
- * need (realloc_mix: 375 MiB against 329). A refill brings up to MEDIUM_BATCH blocks. Figures:
- * README.md, "Threads and medium blocks", and tools/bench/results/medium-blocks.md. */
+/* The thread's medium-block cache (slab/medium.c): freed large blocks of up to
+ * MEDIUM_MAX_PAGES pages (128 KiB: the sizes programs replace most, buffers and vectors;
+ * a larger block's page faults cost more than the zone's work), by page count, held to
+ * `medium_high` pages, which starts at MEDIUM_HIGH_MIN (the 64 KiB the cache held before
+ * it grew with demand) and grows with the thread's churn up to MEDIUM_HIGH_MAX (4 MiB, as
+ * gperftools bounds a thread's cache), less with many threads: the caches together are
+ * held to MEDIUM_HIGH_TOTAL (32 MiB, gperftools' default total), and no thread's to
+ * under MEDIUM_HIGH_MIN_MAX (1 MiB). At 1 MiB blocks of 8-128 KiB replaced at random
+ * missed three times in ten, 427 instructions a replacement against 230 at 4 MiB; the
+ * price is peak memory where blocks kept out of the zones split the holes larger blocks
+ * need (realloc_mix: 375 MiB against 329). A refill brings up to MEDIUM_BATCH blocks.
+ * Figures: README.md, "Threads and medium blocks", and tools/bench/results/medium-blocks.md. */
 #define MEDIUM_MIN_PAGES    (USLUB_MAX_SMALL / USLUB_PAGE_SIZE + 1)
 #define MEDIUM_MAX_PAGES    32
 #define MEDIUM_HIGH_MIN	    16
@@ -400,14 +405,15 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 #define MEDIUM_BATCH	    8
 _Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
 
-/* The medium sheaves (thread/medium_sheaf.c): blocks of MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES pages
- * (8 KiB < size <= 128 KiB, USLUB_MAX_FAST: every medium block) take malloc's and free's fast
- * paths as objects do, one cache_cpu per page count (uslub_thread.mcpu): a block's first page
- * carries free's test with objects 1, so only its start passes. Sizes uniform up to 32 KiB are
- * three quarters medium blocks, and with a path of their own the branch between the two kinds was
- * mispredicted at random in malloc and in free (README.md, "Threads and medium blocks"); blocks of
- * 9-32 pages on the medium-block cache's own path took 216 instructions a replacement at 16 B -
- * 128 KiB, 145 on the sheaves. */
+/* The medium sheaves (thread/medium_sheaf.c): blocks of MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES
+ * pages (8 KiB < size <= 128 KiB, USLUB_MAX_FAST: every medium block) take malloc's and
+ * free's fast paths as objects do, one cache_cpu per page count (uslub_thread.mcpu): a
+ * block's first page carries free's test with objects 1, so only its start passes. Sizes
+ * uniform up to 32 KiB are three quarters medium blocks, and with a path of their own the
+ * branch between the two kinds was mispredicted at random in malloc and in free
+ * (README.md, "Threads and medium blocks"); blocks of 9-32 pages on the medium-block
+ * cache's own path took 216 instructions a replacement at 16 B - 128 KiB, 145 on the
+ * sheaves. */
 #define MSHEAF_MAX_PAGES 32
 #define NR_MSHEAVES	 (MSHEAF_MAX_PAGES - MEDIUM_MIN_PAGES + 1)
 #define USLUB_MAX_FAST	 ((size_t)MSHEAF_MAX_PAGES << USLUB_PAGE_SHIFT)
@@ -429,9 +435,7 @@ struct medium_bins {
 	X(MEDIUM_DEPOT, medium_depot_refills) /* misses the depot served */                        \
 	X(MEDIUM_REFILL, medium_refills)      /* blocks those batches brought besides */           \
 	X(MEDIUM_FREE, medium_frees)	      /* blocks freed into the cache */                    \
-	X(MEDIUM_FLUSH, medium_flushes)	      /* blocks sent on to the depot or the zones */       \
-	X(BIG_HIT, big_hits)   /* a block past 4 MiB served from the big-block cache */            \
-	X(BIG_FREE, big_frees) /* blocks past 4 MiB freed into it */
+	X(MEDIUM_FLUSH, medium_flushes)	      /* blocks sent on to the depot or the zones */
 enum uslub_medium_stat_item {
 #define X(id, name) USLUB_##id,
 	USLUB_MEDIUM_STAT_ITEMS(X)
@@ -488,10 +492,7 @@ struct uslub_thread {
 	unsigned medium_shard; /* which of the node's depots it uses first (medium.c) */
 	uint64_t medium_stat[USLUB_NR_MEDIUM_STATS];
 	_Atomic int medium_busy, medium_claim; /* owner in, drain wants in (medium.c) */
-	struct page_desc *big[4]; /* the big-block cache (slab/big.c), oldest first; medium_busy */
-	uint32_t big_pages;
-	uint16_t big_count;
-	int state; /* THREAD_* */
+	int state;			       /* THREAD_* */
 	/* Below the sheaves (slabs, freelists, page cache; the medium-block cache: see
 	 * medium_busy) the owner works on slow paths only, under this lock, so the background
 	 * thread can give an idle thread's back (thread.c, idle drain). */

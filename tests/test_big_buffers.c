@@ -15,14 +15,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #ifdef USLUB_PREFIXED
 #include "debug/check.h"
-#include "hooks.h"
 #include "page/page.h"
 #include "thread/thread.h"
 #endif
@@ -307,169 +304,6 @@ static void span_reused(void)
 	check_heap("after a shrink that moved");
 	FREE(t);
 }
-
-/* The thread's big-block cache (core/slab/big.c): a freed block of more than 1 MiB is the
- * thread's next request of as many pages or fewer, at the same address, its rest a cached
- * block of its own; a request none holds gives them all back first; at most 4 kept; a
- * thread's go back at its exit; a second free of a cached block is a double free. */
-static void *free_one_big(void *arg)
-{
-	(void)arg;
-	unsigned char *p = MALLOC(5 * MIB);
-	if (p) {
-		p[0] = 1;
-		FREE(p);
-	}
-	return NULL;
-}
-
-/* Whether a span goes through the thread's big-block cache and is a bare block, whose
- * record the pay keeps: not under the letters' layout or the checkers (large.c). */
-static bool big_plain(void)
-{
-#ifdef USLUB_PREFIXED
-	return !uslub_block_debug && !uslub_block_pad;
-#elif defined(__SANITIZE_ADDRESS__)
-	return false;
-#else
-	return !getenv("USLUB_DEBUG") || !*getenv("USLUB_DEBUG");
-#endif
-}
-
-static void big_cache(void)
-{
-	tu_section("a freed 14 MiB block is the next 8 MiB one, its 6 MiB rest the next 6 MiB "
-		   "one; a 16 MiB request gives the cache back first; at most 4 kept; a thread's "
-		   "back at its exit; a cached block freed again is a double free");
-	bool plain = big_plain();
-	MALLOC_TRIM(0);
-	unsigned char *a = MALLOC(14 * MIB);
-	CHECK(a != NULL);
-	if (!a)
-		return;
-	tu_fill(a, 0, 14 * MIB, 7);
-	FREE(a);
-	unsigned char *b = MALLOC(8 * MIB);
-	CHECK(b == a || !plain);
-#ifdef USLUB_PREFIXED
-	struct uslub_thread *t = uslub_tls_thread;
-	if (plain) {
-		CHECK_EQ(t->big_count, 1);
-		CHECK_EQ(t->big_pages, (6 * MIB) >> 12);
-	}
-	check_heap("with a cached rest");
-#endif
-	unsigned char *c = MALLOC(6 * MIB);
-	CHECK(c == a + 8 * MIB || !plain);
-	CHECK(b && c && (!plain || b[0] == tu_pattern_byte(7, 0)));
-	if (b)
-		memset(b, 3, 8 * MIB);
-	if (c)
-		memset(c, 4, 6 * MIB);
-	CHECK(b && b[8 * MIB - 1] == 3 && c && c[0] == 4);
-	FREE(b);
-	FREE(c);
-	unsigned char *d = MALLOC(16 * MIB);
-	CHECK(d != NULL);
-#ifdef USLUB_PREFIXED
-	CHECK_EQ(t->big_count, 0);
-	check_heap("after a miss");
-#endif
-	unsigned char *e[5];
-	for (int i = 0; i < 5; i++) {
-		e[i] = MALLOC(5 * MIB);
-		CHECK(e[i] != NULL);
-		if (e[i])
-			e[i][i] = 1;
-	}
-	for (int i = 0; i < 5; i++)
-		FREE(e[i]);
-#ifdef USLUB_PREFIXED
-	CHECK(t->big_count <= 4 && t->big_pages <= (32 * MIB) >> 12);
-	if (plain)
-		CHECK_EQ(t->big_count, 4);
-	check_heap("with 4 cached");
-	struct uslub_check chk;
-	uslub_check_heap(&chk, 2);
-	uint64_t cached0 = chk.cached_large_pages;
-#endif
-	pthread_t th;
-	CHECK(pthread_create(&th, NULL, free_one_big, NULL) == 0);
-	pthread_join(th, NULL);
-#ifdef USLUB_PREFIXED
-	uslub_check_heap(&chk, 2);
-	CHECKF(chk.cached_large_pages == cached0,
-	       "%lu cached pages after the thread's exit, %lu before",
-	       (unsigned long)chk.cached_large_pages, (unsigned long)cached0);
-#endif
-	FREE(d);
-	int fds[2];
-	CHECK(pipe(fds) == 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(fds[1], 2);
-		unsigned char *volatile p = MALLOC(5 * MIB);
-		FREE(p);
-		FREE(p);
-		_exit(0);
-	}
-	close(fds[1]);
-	char out[512] = "";
-	ssize_t got = read(fds[0], out, sizeof(out) - 1);
-	out[got > 0 ? got : 0] = 0;
-	close(fds[0]);
-	int status = 0;
-	waitpid(pid, &status, 0);
-	CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-	       "a second free of a cached 5 MiB block: status %#x", status);
-	CHECKF(strstr(out, "double free") != NULL, "the report: %s", out);
-}
-
-#ifdef USLUB_PREFIXED
-/* Replacements of 5-8 MiB buffers (12 live), each written at its first byte or filled:
- * how many of 1024 fresh pages the zone counts as touched, which scales the pay for fresh
- * pages (decay.c, section 9). */
-static uint32_t replace_spans(bool filled, int rounds)
-{
-	enum { LIVE = 12 };
-	unsigned char *buf[LIVE] = {0};
-	uint64_t seed = filled ? 5 : 6;
-	struct uslub_node *n = &uslub_nodes[large_zone_of(uslub_tls_thread->node, 2048)];
-	for (int r = 0; r < rounds; r++) {
-		int i = (int)(tu_rand(&seed) % LIVE);
-		FREE(buf[i]);
-		size_t size = 5 * MIB + tu_rand(&seed) % (3 * MIB);
-		buf[i] = MALLOC(size);
-		CHECK(buf[i] != NULL);
-		if (!buf[i])
-			break;
-		if (filled)
-			memset(buf[i], 1, size);
-		else
-			buf[i][0] = 1;
-	}
-	for (int i = 0; i < LIVE; i++)
-		FREE(buf[i]);
-	return uslub_pages_span_used(n);
-}
-
-static void pay_scaled(void)
-{
-	/* Under the letters and the checkers a span is no bare block and keeps no record. */
-	if (!big_plain())
-		return;
-	tu_section("buffers written at their first byte only: the pay for fresh pages stops "
-		   "(under 16 of 1024 fresh pages touched); filled again: it is made again "
-		   "(over 128)");
-	uint32_t used = replace_spans(false, 600);
-	printf("  %u of 1024 fresh pages touched after unfilled buffers\n", used);
-	CHECKF(used < 16, "%u of 1024 after unfilled buffers", used);
-	used = replace_spans(true, 300);
-	printf("  %u of 1024 fresh pages touched after filled buffers\n", used);
-	CHECKF(used > 128, "%u of 1024 after filled buffers", used);
-}
-#endif
 
 static size_t first_nonzero(const unsigned char *p, size_t n)
 {
@@ -827,10 +661,6 @@ int main(int argc, char **argv)
 	CHECK(tu_totals_fn() != NULL);
 	replace_buffers();
 	pay_moves();
-	big_cache();
-#ifdef USLUB_PREFIXED
-	pay_scaled();
-#endif
 	/* With almost nothing in use the cache keeps no more than 16 MiB (uslub_keep_bound),
 	 * so the tests of what it keeps hold a block in use: never touched, so it costs no
 	 * resident memory. */

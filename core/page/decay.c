@@ -261,18 +261,6 @@ size_t uslub_decay_zone(struct uslub_node *n, uint32_t step)
 /* Batches a span pays with, at most, where its pages move (section 10). */
 #define PAY_ROUNDS 4
 
-/* The pay is made while at least this many of 1024 pages of freed big blocks were
- * touched. */
-#define SPAN_USED_MIN 16
-/* ... and below it one span in so many still looked at; above it, one in SPAN_PROBE is
- * looked at again when freed. */
-#define SPAN_LOOKS 16
-#define SPAN_PROBE 8
-/* A span's second descriptor, a tail page's that no one else reads in a bare block
- * (slab.h, PF_BARE): its fresh pages when cut, in `objects`, with this mark in
- * `local_count` (uslub_pages_note_span). */
-#define SPAN_LOOKED 0x5a17
-
 /* Warm blocks looked at for the highest addresses, at most. */
 #define PAY_CANDIDATES 64
 
@@ -329,16 +317,6 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 	if (keep < uslub_trim_threshold)
 		keep = uslub_trim_threshold;
 	keep >>= USLUB_PAGE_SHIFT;
-	/* Buffers the program writes only the start of would be paid for pages it never
-	 * faults in, with warm blocks that hold nothing to give (freed such buffers): the
-	 * pay is scaled by how much of its spans' fresh pages the program touched. Below
-	 * SPAN_USED_MIN it is not made, and one span in SPAN_LOOKS is still looked at, so
-	 * a program that starts to fill its buffers is paid for again. */
-	uint32_t used = uslub_pages_span_used(n);
-	bool look_only = used < SPAN_USED_MIN;
-	uint32_t nth = __atomic_fetch_add(&n->span_spans, 1, __ATOMIC_RELAXED);
-	if (look_only && nth % SPAN_LOOKS)
-		return;
 	/* A peek first: with no more kept than that, nothing is paid, and the look at the
 	 * span's pages is not made. */
 	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) <= keep)
@@ -348,15 +326,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 	long resident = uslub_os_resident_pages(page_address(d), npages << USLUB_PAGE_SHIFT);
 	if (resident < 0 || (size_t)resident >= npages)
 		return;
-	/* Its free looks again (uslub_pages_note_span): the pages faulted in since; one
-	 * span in SPAN_PROBE while the pay is made. */
-	if (look_only || nth % SPAN_PROBE == 0) {
-		d[1].objects = (uint16_t)(npages - (size_t)resident);
-		d[1].local_count = SPAN_LOOKED;
-	}
-	if (look_only)
-		return;
-	uint64_t fresh = ((npages - (size_t)resident) * used) >> 10;
+	uint64_t fresh = npages - (size_t)resident;
 	/* The pages paid move into the span's fresh ones where the kernel lets them
 	 * (section 10, move.c); the rest of each batch goes back as before. A warm block
 	 * may hold pages never touched, which move nothing: then the next highest blocks
@@ -384,37 +354,6 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 			return;
 		fresh -= moved;
 	}
-}
-
-void uslub_pages_note_span(struct page_desc *d, size_t npages)
-{
-	if (d[1].local_count != SPAN_LOOKED)
-		return;
-	d[1].local_count = 0;
-	size_t fresh = d[1].objects;
-	long resident = uslub_os_resident_pages(page_address(d), npages << USLUB_PAGE_SHIFT);
-	if (resident < 0 || (size_t)resident > npages || !fresh || fresh > npages)
-		return;
-	size_t was = npages - fresh;
-	size_t touched = (size_t)resident > was ? (size_t)resident - was : 0;
-	/* Means weighted by the fresh pages, so that a span cut almost all from resident
-	 * pages, whose first page is most of its few fresh ones, counts for little. Racing
-	 * stores lose a sample, no more; each sample is half of the mean, so one filled span
-	 * after unfilled ones puts the pay back. */
-	struct uslub_node *n = region_of(d)->node;
-	uint32_t f = __atomic_load_n(&n->span_fresh, __ATOMIC_RELAXED);
-	uint32_t t = __atomic_load_n(&n->span_touched, __ATOMIC_RELAXED);
-	__atomic_store_n(&n->span_fresh, (uint32_t)((f + fresh) / 2), __ATOMIC_RELAXED);
-	__atomic_store_n(&n->span_touched,
-			 (uint32_t)((t + (touched < fresh ? touched : fresh)) / 2),
-			 __ATOMIC_RELAXED);
-}
-
-uint32_t uslub_pages_span_used(struct uslub_node *n)
-{
-	uint32_t f = __atomic_load_n(&n->span_fresh, __ATOMIC_RELAXED);
-	uint32_t t = __atomic_load_n(&n->span_touched, __ATOMIC_RELAXED);
-	return f ? (uint32_t)(((uint64_t)(t < f ? t : f) << 10) / f) : 1024;
 }
 
 /* On the allocator's slow paths (pages freed or taken, never the no-wait try): a pass

@@ -52,11 +52,6 @@ struct uslub_node {
 	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (bound.c) */
 	uint64_t moved_pages;		  /* pages moved into spans rather than faulted in */
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
-	/* Fresh pages of recent spans when cut, and how many of them the program had touched
-	 * by their free: running means, halved at each look (decay.c, section 9), stored and
-	 * read atomically without the lock. */
-	uint32_t span_fresh, span_touched;
-	uint32_t span_spans; /* spans the pay was asked for (atomic) */
 	/* counters, under lock */
 	uint64_t grows;
 	uint64_t nowait_misses; /* high-order tries that found nothing at hand */
@@ -157,13 +152,6 @@ size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Span d of npages was cut from zone n: as many warm free pages as it has pages not
  * resident, beyond what the zone keeps, go back, highest first (decay.c, section 9). */
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages);
-/* Span [d, d + npages), live and bare, about to be freed: how many of the fresh pages the
- * pay counted when it was cut the program touched (one mincore; none where the pay made
- * no look), into its zone's means, which scale the pay. */
-void uslub_pages_note_span(struct page_desc *d, size_t npages);
-/* Of 1024 fresh pages of a span of zone n, how many the program touches, by its recent
- * spans (1024 before any was looked at). */
-uint32_t uslub_pages_span_used(struct uslub_node *n);
 /* Move up to `want` pages of the batch's blocks (off the lists, being paid) into the
  * pages of span d that are not resident (move.c): the pages moved, 0 where none could.
  * Where some moved, the batch's blocks it never reached are cut off into *rest. */

@@ -128,19 +128,6 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, boo
 	return p;
 }
 
-/* A block of the thread's big-block cache (big.c), cut to the request's pages: a large
- * block already (kind, head, its pages' marks, uslub_large_bytes), with pages the program
- * wrote. */
-static void *big_hit(struct page_desc *d, size_t size, unsigned order, bool zero)
-{
-	d->order = (uint8_t)order;
-	void *p = uslub_large_start(d);
-	set_request(d, size);
-	if (zero)
-		memset(p, 0, size);
-	return p;
-}
-
 void *uslub_large_alloc(size_t size, size_t align, bool zero)
 {
 	struct uslub_thread *t = uslub_tls_thread;
@@ -163,15 +150,8 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	if (span && (align_order || size > HUGE_THRESHOLD))
 		return uslub_huge_alloc(size, align, zero);
 	uslub_huge_cache_tick();
-	struct page_desc *d;
-	if (npages > BIG_MIN_PAGES && !lead && !align_order && t->state == THREAD_LIVE) {
-		bool locked = uslub_medium_enter(t);
-		d = uslub_big_take(t, npages);
-		uslub_medium_exit(t, locked);
-		if (d)
-			return big_hit(d, size, span ? USLUB_MAX_ORDER : order, zero);
-	}
 	unsigned zone = large_zone_of(t->node, npages);
+	struct page_desc *d;
 	if (span) {
 		/* The zone cannot grow (a cap, RLIMIT_AS): a mapping may still fit. */
 		d = uslub_pages_alloc_span(zone, npages);
@@ -233,20 +213,9 @@ static inline void release(struct page_desc *d)
 	struct uslub_thread *t = uslub_tls_thread;
 	if (medium_tested(d))
 		medium_tests_clear(d);
-	/* How much of its spans' fresh pages the program touched scales the pay for them
-	 * (page/decay.c, section 9). */
-	if (npages > (1UL << USLUB_MAX_ORDER) && (d->flags & PF_BARE))
-		uslub_pages_note_span(d, npages);
 	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
 		bool locked = uslub_medium_enter(t);
 		bool cached = uslub_medium_free(t, d, (unsigned)npages, false);
-		uslub_medium_exit(t, locked);
-		if (cached)
-			return;
-	} else if (npages > BIG_MIN_PAGES && t->state == THREAD_LIVE && !(d->flags & PF_GUARD) &&
-		   !uslub_block_debug) {
-		bool locked = uslub_medium_enter(t);
-		bool cached = uslub_big_free(t, d, npages);
 		uslub_medium_exit(t, locked);
 		if (cached)
 			return;

@@ -426,7 +426,6 @@ void *uslub_medium_tick(void *p)
 
 void uslub_medium_drain(struct uslub_thread *t)
 {
-	uslub_big_drain(t);
 	if (t->medium.pages)
 		flush(t, 0, MEDIUM_MIN_PAGES);
 	t->medium_high = MEDIUM_HIGH_MIN;

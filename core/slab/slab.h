@@ -354,20 +354,6 @@ struct page_desc *uslub_medium_alloc(struct uslub_thread *t, unsigned zone, unsi
 bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned npages, bool sheafed);
 /* Every cached block to the depot (or the zones), and the cache's demand forgotten. */
 void uslub_medium_drain(struct uslub_thread *t);
-
-/* The thread's big-block cache (big.c) keeps blocks of more than this: the spans, 4 MiB
- * and up. With the placed blocks of 1-4 MiB kept too, stress (4 threads, 1 B - 2 MiB)
- * peaked at 116.4-118.5 MiB against 108.6-112.0, and with those of 128 KiB - 1 MiB
- * realloc_mix (1 B - 1 MiB) at 349.7 against 309.2-317.2: cached blocks kept out of the
- * zone split the free memory the other sizes then grew the heap for. */
-#define BIG_MIN_PAGES (1UL << USLUB_MAX_ORDER)
-/* The big-block cache (big.c), the caller in its medium-block cache (uslub_medium_enter):
- * a cached block of at least npages, cut to npages and no longer marked cached, or NULL
- * with every cached block back in the zones; a live block of npages into it (false: not
- * taken); everything back. */
-struct page_desc *uslub_big_take(struct uslub_thread *t, size_t npages);
-bool uslub_big_free(struct uslub_thread *t, struct page_desc *d, size_t npages);
-void uslub_big_drain(struct uslub_thread *t);
 /* The nodes' depots: given back to the zones when unused for DEPOT_DECAY_MS (the
  * background thread's pass), or at once (malloc_trim); their pages; fork's locking. */
 void uslub_medium_depots_decay(void);

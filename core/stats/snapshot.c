@@ -74,8 +74,7 @@ static void read_counters(struct snap *s)
 			s->pcp_pages += __atomic_load_n(&t->pcp_count, __ATOMIC_RELAXED);
 			for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++)
 				s->medium[k] += load(&t->medium_stat[k]);
-			s->medium_pages += __atomic_load_n(&t->medium.pages, __ATOMIC_RELAXED) +
-					   __atomic_load_n(&t->big_pages, __ATOMIC_RELAXED);
+			s->medium_pages += __atomic_load_n(&t->medium.pages, __ATOMIC_RELAXED);
 			/* The medium sheaves' pops are hits and their pushes frees of the
 			 * cache's, and what they hold is in it. */
 			for (unsigned k = 0; k < NR_MSHEAVES; k++) {

@@ -100,14 +100,12 @@ void *uslub_slab_alloc_slow(size_t size)
 	return alloc_large(size);
 }
 
-/* A medium block goes through the thread's cache (slab/medium.c), and a big one through
- * its big-block cache (slab/big.c), so a thread whose first requests are such blocks makes
- * its state for them, as its first small one would. */
+/* A medium block goes through the thread's cache (slab/medium.c), so a thread whose first
+ * requests are medium ones makes its state for them, as its first small one would. */
 static void medium_state(size_t size)
 {
-	if (unlikely(uslub_tls_thread->state == THREAD_EMPTY) &&
-	    (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT ||
-	     (size > BIG_MIN_PAGES << USLUB_PAGE_SHIFT && size <= HUGE_THRESHOLD))) {
+	if (unlikely(uslub_tls_thread->state == THREAD_EMPTY) && size <= (size_t)MEDIUM_MAX_PAGES
+									     << USLUB_PAGE_SHIFT) {
 		uslub_safe_point();
 		uslub_thread_create();
 	}
