@@ -462,10 +462,39 @@ static void free_block_ending(void)
 	CHECKF(uslub_pages_check(0) == 0, "invariants after the last-page checks");
 }
 
+/* The span search starts only from free blocks of the order a run that holds the buffer
+ * must contain (run.c): a warm hole of 2100 pages whose first pages are blocks of orders
+ * 0-9, with an order-10 block after them, is where a 2000-page span goes, at its start -
+ * not at the cold top the zone would grow. Run first, while the large zone holds no other
+ * warm free memory. */
+static void span_from_high_orders(void)
+{
+	unsigned z = LARGE_ZONE(0);
+	tu_section("a 2000-page span in a warm 2100-page hole that starts with blocks of orders "
+		   "0-9: at the hole's start");
+	struct page_desc *d = uslub_pages_alloc_span(z, 6144);
+	CHECKF(d != NULL, "24 MiB from the large zone");
+	if (!d)
+		return;
+	/* The hole starts a page past a 2048-page boundary of the region. */
+	size_t lead = ((page_index(d) + 2047) & ~(size_t)2047) - page_index(d) + 1;
+	struct page_desc *h = d + lead;
+	uslub_pages_free_range(h, 2100);
+	CHECKF(uslub_free_block_of(h) == h && h->order == 0, "the hole starts with a single page");
+	struct page_desc *q = uslub_pages_alloc_span(z, 2000);
+	CHECKF(q == h, "the span at the hole's start (page %td of it)", q ? q - h : -1);
+	if (q)
+		uslub_pages_free_range(q, 2000);
+	uslub_pages_free_range(d, lead);
+	uslub_pages_free_range(h + 2100, 6144 - lead - 2100);
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent with all of it back");
+}
+
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up */
 	CHECKF(uslub_pages_check(0) == 0, "invariants at start");
+	span_from_high_orders();
 	split_and_coalesce();
 	random_orders();
 	free_range_and_claim();
