@@ -400,7 +400,9 @@ struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages)
 	 * halves could not merge (the OS refused to open one, buddy.c) may be passed over;
 	 * the zone then grows, as when no run holds the buffer. */
 	unsigned lo = 63 - (unsigned)__builtin_clzl(npages);
-	lo = lo > USLUB_MAX_ORDER + 1 ? USLUB_MAX_ORDER : lo ? lo - 1 : 0;
+	lo = lo ? lo - 1 : 0;
+	if (lo > USLUB_MAX_ORDER)
+		lo = USLUB_MAX_ORDER;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 again:
 	for (unsigned o = USLUB_MAX_ORDER + 1, tries = 0; o-- > lo && tries < RUN_TRIES;)
