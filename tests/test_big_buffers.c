@@ -345,6 +345,115 @@ static void calloc_reused(void)
 	check_heap("after calloc");
 }
 
+/* mallopt(M_TRIM_THRESHOLD, v): linked, the value it sets (decay.c). */
+#ifdef USLUB_PREFIXED
+#define TRIM_THRESHOLD(v) (uslub_trim_threshold = (uint64_t)(v), 1)
+#else
+#define TRIM_THRESHOLD(v) mallopt(M_TRIM_THRESHOLD, v)
+#endif
+
+static uint64_t warm_free(void)
+{
+	struct uslub_totals t;
+	memset(&t, 0, sizeof(t));
+	tu_totals_fn()(&t);
+	return t.warm_free;
+}
+
+/* Section 11 of the page allocator (core/page/decay.c): freed while the zone keeps more
+ * warm memory than it may (M_TRIM_THRESHOLD 0 here, so a quarter of what is in use), a big
+ * buffer the program wrote only the ends of goes free cold - its pages handed back, the
+ * zone's warm free memory not grown by it - and one written through goes free warm, and
+ * comes back without faults; calloc of a buffer reused reads zero, and buffers replaced at
+ * random keep the bytes written at their ends. */
+static void unfilled_buffers(void)
+{
+	enum { LIVE = 16, ROUNDS = 400 };
+	tu_section("an 8 MiB buffer written at its ends goes free cold (warm free memory "
+		   "grows under 1 MiB); one written through goes free warm and is refilled with "
+		   "under 1/4 of its pages faulted in; %d replacements of 1-8 MiB buffers written "
+		   "at their ends, %d live, keep those bytes; calloc of each reused reads zero",
+		   ROUNDS, LIVE);
+	/* Under the debug letters freed buffers wait in the quarantine. */
+	bool plain = !getenv("USLUB_DEBUG") || !*getenv("USLUB_DEBUG");
+	CHECK(TRIM_THRESHOLD(0) == 1);
+	MALLOC_TRIM(0);
+	unsigned char *full = MALLOC(8 * MIB), *ends = MALLOC(8 * MIB);
+	CHECK(full != NULL && ends != NULL);
+	if (full && ends) {
+		memset(full, 3, 8 * MIB);
+		ends[0] = ends[8 * MIB - 1] = 1;
+		/* That one first: a cold block merged with a warm buddy counts warm. */
+		uint64_t w0 = warm_free();
+		FREE(ends);
+		uint64_t w1 = warm_free();
+		/* In its place: the zone's lowest fitting run, its pages cold. */
+		unsigned char *q = CALLOC(1, 8 * MIB);
+		CHECK(q != NULL);
+		if (q) {
+			CHECKF(first_nonzero(q, 8 * MIB) == (size_t)-1,
+			       "calloc(8 MiB) after one written at its ends: byte %zu not zero",
+			       first_nonzero(q, 8 * MIB));
+			FREE(q);
+		}
+		FREE(full);
+		uint64_t w2 = warm_free();
+		printf("  warm free memory %+.1f MiB at the free of the one written at its ends, "
+		       "%+.1f MiB at the other's\n",
+		       ((double)w1 - (double)w0) / MIB, ((double)w2 - (double)w1) / MIB);
+		if (plain) {
+			CHECKF(w1 < w0 + MIB, "written at its ends: warm free memory +%.1f MiB",
+			       ((double)w1 - (double)w0) / MIB);
+			CHECKF(w2 >= w1 + 7 * MIB, "written through: warm free memory %+.1f MiB",
+			       ((double)w2 - (double)w1) / MIB);
+		}
+		long faults0 = minor_faults();
+		full = MALLOC(8 * MIB);
+		CHECK(full != NULL);
+		if (full) {
+			memset(full, 4, 8 * MIB);
+			long faults = minor_faults() - faults0;
+			printf("  %ld page faults refilling it\n", faults);
+#ifndef __SANITIZE_THREAD__ /* TSan's shadow pages fault in with the program's */
+			if (plain)
+				CHECKF(faults * 4 < 2048, "%ld faults refilling 8 MiB", faults);
+#endif
+			FREE(full);
+		}
+	}
+	unsigned char *buf[LIVE] = {0};
+	size_t len[LIVE] = {0};
+	uint64_t seed = 29;
+	for (int r = 0; r < ROUNDS + LIVE; r++) {
+		int i = r < LIVE ? r : (int)(tu_rand(&seed) % LIVE);
+		if (buf[i]) {
+			CHECK(buf[i][0] == 1 && buf[i][len[i] - 1] == 2);
+			FREE(buf[i]);
+		}
+		len[i] = MIB + tu_rand(&seed) % (7 * MIB);
+		buf[i] = MALLOC(len[i]);
+		CHECK(buf[i] != NULL);
+		if (!buf[i])
+			break;
+		buf[i][0] = 1;
+		buf[i][len[i] - 1] = 2;
+	}
+	for (int i = 0; i < LIVE && buf[i]; i++) {
+		size_t n = len[i];
+		FREE(buf[i]);
+		unsigned char *q = CALLOC(1, n);
+		CHECK(q != NULL);
+		if (!q)
+			continue;
+		CHECKF(first_nonzero(q, n) == (size_t)-1,
+		       "calloc(%zu) after buffers written at their ends: byte %zu not zero", n,
+		       first_nonzero(q, n));
+		FREE(q);
+	}
+	CHECK(TRIM_THRESHOLD(32 << 20) == 1);
+	check_heap("after the unfilled buffers");
+}
+
 /* What the cache holds goes back: at once with malloc_trim, and after the decay period at
  * the next large allocation (the huge paths look at the clock too). */
 static void give_back(void)
@@ -661,6 +770,7 @@ int main(int argc, char **argv)
 	CHECK(tu_totals_fn() != NULL);
 	replace_buffers();
 	pay_moves();
+	unfilled_buffers();
 	/* With almost nothing in use the cache keeps no more than 16 MiB (uslub_keep_bound),
 	 * so the tests of what it keeps hold a block in use: never touched, so it costs no
 	 * resident memory. */

@@ -325,8 +325,10 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 	if (marked)
 		clear_tails(d, npages);
 	d->owner = NULL;
+	/* A big block the program did not write through goes free cold (decay.c, 11). */
+	unsigned flags = npages >= PLACED_PAGES ? uslub_pages_unfilled(n, d, npages) : 0;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-	uslub_free_range_locked(n, d, npages, 0, (uint16_t)step);
+	uslub_free_range_locked(n, d, npages, flags, (uint16_t)step);
 	uslub_note_free(n);
 	uint64_t warm = n->warm_free_pages;
 	pthread_mutex_unlock(&n->lock);

@@ -74,7 +74,33 @@
  *      (measured at ac3cc9f against no pay): big_buffers 38 -> 46 thousand (glibc's
  *      415) for a peak of 140.4 MiB against 149.2; malloc_large 132 -> 184 thousand
  *      (glibc's 424) for 477.4 MiB against 503.0; glibc 146.1 and 489.9.
- *      tools/bench/results/big-buffers.md. */
+ *      tools/bench/results/big-buffers.md.
+ *
+ * 11. Big blocks freed unfilled. A program may ask for a MiB buffer and write only its
+ *    start (a buffer sized for the most it might hold). Freed, such a block counted as
+ *    warm free memory, all of it, so the zone's warm count grew past what it keeps and
+ *    every later span paid: a look at its pages, blocks that held nothing handed back
+ *    and made inaccessible, more faults (uslub last of five at 8 MiB buffers written at
+ *    the first byte: 25 thousand replacements a second against glibc's 234). So a block
+ *    of 1 MiB or more (PLACED_PAGES) freed while the zone keeps more than its keep
+ *    (the pay's peek) is looked at first: where two windows of UNFILLED_PROBE pages, at
+ *    1/16 and 9/16 of it, hold no resident page, the program did not write it through,
+ *    and the whole block is handed back (MADV_DONTNEED, which drops the few pages it
+ *    wrote) and goes free cold - not counted warm, known to read zero, as fresh pages
+ *    are. A block written through shows a resident page in a window and goes free warm
+ *    as before.
+ *    - Why windows, not a count: a system call costs 1.3 us on the KVM VM, and mincore
+ *      of a 4 MiB block 6.6 us against 1.6 for 16 pages; the exact count (a block cold
+ *      where at most 1/16 of its pages are resident) gained 1.5x and 2.5x at 8 MiB
+ *      buffers where the windows gained 1.7x and 2.9x (span-unfilled.md).
+ *    - What windows cost: a block written sparsely, past neither window, loses its
+ *      resident pages at its free, as the decay would take them later; a buffer laid
+ *      over pages an earlier buffer filled loses those too where the windows miss them,
+ *      which is what lowered the peaks of a program that fills a share of its buffers
+ *      (mib_mix: 1% filled, 64 MiB against 116, glibc's 102). Four windows held more
+ *      (103 MiB) for no more speed.
+ *    - Not where pages were moved into the block (section 10): its records stay with
+ *      the hand-back that maps it afresh; the block goes free warm. */
 #include "page/page.h"
 
 #include "hooks.h"
@@ -307,16 +333,22 @@ static void put_back(struct uslub_node *n, struct page_desc *batch)
 	pthread_mutex_unlock(&n->lock);
 }
 
-void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
+/* Warm free pages zone n keeps before a span pays: a quarter of the large blocks in use,
+ * at least M_TRIM_THRESHOLD. A quarter, also where the pay moves pages (section 10). An
+ * eighth there held malloc_large's peak at 437.6 MiB against 477.6 (glibc 489.8) but
+ * faulted 170 thousand pages in against 137, and took 4.4-4.8 s against 2.3-2.7 on a VM
+ * where a fault costs the most (tools/bench/results/big-buffers.md). */
+static uint64_t pay_keep(void)
 {
-	/* A quarter, also where the pay moves pages (section 10). An eighth there held
-	 * malloc_large's peak at 437.6 MiB against 477.6 (glibc 489.8) but faulted 170
-	 * thousand pages in against 137, and took 4.4-4.8 s against 2.3-2.7 on a VM where a
-	 * fault costs the most (tools/bench/results/big-buffers.md). */
 	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >> 2;
 	if (keep < uslub_trim_threshold)
 		keep = uslub_trim_threshold;
-	keep >>= USLUB_PAGE_SHIFT;
+	return keep >> USLUB_PAGE_SHIFT;
+}
+
+void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
+{
+	uint64_t keep = pay_keep();
 	/* A peek first: with no more kept than that, nothing is paid, and the look at the
 	 * span's pages is not made. */
 	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) <= keep)
@@ -499,4 +531,28 @@ size_t uslub_hand_back(struct uslub_node *n, struct page_desc *batch)
 	n->handing_back--;
 	pthread_mutex_unlock(&n->lock);
 	return released;
+}
+
+/* ---- big blocks freed unfilled (section 11) ---------------------------------------- */
+
+/* Pages of each window looked at. */
+#define UNFILLED_PROBE 16
+
+unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t npages)
+{
+	/* Where the zone keeps no more than its keep with this block warm, no span pays for
+	 * it, and it is not looked at. */
+	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) + npages <= pay_keep())
+		return 0;
+	char *p = page_address(d);
+	size_t bytes = npages << USLUB_PAGE_SHIFT;
+	for (size_t at = npages >> 4; at < npages; at += npages >> 1) {
+		long resident = uslub_os_resident_pages(p + (at << USLUB_PAGE_SHIFT),
+							UNFILLED_PROBE << USLUB_PAGE_SHIFT);
+		if (resident != 0)
+			return 0; /* written there, or the look refused: warm, as ever */
+	}
+	if (uslub_moved_meets(n, p, bytes) || uslub_os_release(p, bytes) != 0)
+		return 0;
+	return PF_COLD;
 }

@@ -152,6 +152,10 @@ size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Span d of npages was cut from zone n: as many warm free pages as it has pages not
  * resident, beyond what the zone keeps, go back, highest first (decay.c, section 9). */
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages);
+/* The flags block d of npages (PLACED_PAGES or more) goes free with, looked at without the
+ * lock: PF_COLD, its pages handed back, where the program did not write it through; else
+ * 0 (decay.c, section 11). */
+unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t npages);
 /* Move up to `want` pages of the batch's blocks (off the lists, being paid) into the
  * pages of span d that are not resident (move.c): the pages moved, 0 where none could.
  * Where some moved, the batch's blocks it never reached are cut off into *rest. */
@@ -160,6 +164,8 @@ size_t uslub_pages_move(struct uslub_node *n, struct page_desc *d, size_t npages
 /* Whether [addr, addr + size), being handed back, meets a range pages were moved into;
  * if so its records are gone, and the caller maps it afresh (uslub_os_renew). */
 bool uslub_moved_take(struct uslub_node *n, void *addr, size_t size);
+/* Whether [addr, addr + size) meets a range pages were moved into; the records stay. */
+bool uslub_moved_meets(struct uslub_node *n, void *addr, size_t size);
 /* [addr, addr + size) was unmapped: its records go. Under the lock. */
 void uslub_moved_forget_locked(struct uslub_node *n, void *addr, size_t size);
 /* Whether pages can be moved (a kernel with MREMAP_DONTUNMAP, not under memcheck). */
