@@ -78,29 +78,31 @@
  *
  * 11. Big blocks freed unfilled. A program may ask for a MiB buffer and write only its
  *    start (a buffer sized for the most it might hold). Freed, such a block counted as
- *    warm free memory, all of it, so the zone's warm count grew past what it keeps and
- *    every later span paid: a look at its pages, blocks that held nothing handed back
- *    and made inaccessible, more faults (uslub last of five at 8 MiB buffers written at
- *    the first byte: 25 thousand replacements a second against glibc's 234). So a block
- *    of 1 MiB or more (PLACED_PAGES) freed while the zone keeps more than its keep
- *    (the pay's peek) is looked at first: where two windows of UNFILLED_PROBE pages, at
- *    1/16 and 9/16 of it, hold no resident page, the program did not write it through,
- *    and the whole block is handed back (MADV_DONTNEED, which drops the few pages it
- *    wrote) and goes free cold - not counted warm, known to read zero, as fresh pages
- *    are. A block written through shows a resident page in a window and goes free warm
- *    as before.
+ *    warm free memory, all of it, so the zone's warm count passed its keep and every
+ *    later span paid (section 9): a look at its pages, blocks that held nothing handed
+ *    back and made inaccessible, faults (8 MiB buffers written at the first byte: 84
+ *    thousand replacements a second, glibc 347). So a block of PLACED_PAGES (1 MiB) or
+ *    more, freed while the zone's warm memory with it passes the keep, is looked at:
+ *    where two windows of UNFILLED_PROBE pages, at 1/16 and 9/16 of it, hold no
+ *    resident page, the program did not write it through, and the whole block is handed
+ *    back (MADV_DONTNEED, which drops what it did write) and goes free cold: not counted
+ *    warm, and known to read zero, as fresh pages are. A block with a resident page in a
+ *    window goes free warm, as before. A cold block merged with a warm buddy counts
+ *    warm (section 6's rule), so a block freed beside a warm one may still be counted.
  *    - Why windows, not a count: a system call costs 1.3 us on the KVM VM, and mincore
- *      of a 4 MiB block 6.6 us against 1.6 for 16 pages; the exact count (a block cold
- *      where at most 1/16 of its pages are resident) gained 1.5x and 2.5x at 8 MiB
- *      buffers where the windows gained 1.7x and 2.9x (span-unfilled.md).
+ *      of a 4 MiB block 6.6 us against 1.6 for 16 pages. The exact count (cold where at
+ *      most 1/16 of the pages are resident) made 8 MiB buffers 1.5x and 2.5x faster on
+ *      one and two threads; the windows 1.7x and 2.9x (span-unfilled.md).
  *    - What windows cost: a block written sparsely, past neither window, loses its
- *      resident pages at its free, as the decay would take them later; a buffer laid
- *      over pages an earlier buffer filled loses those too where the windows miss them,
- *      which is what lowered the peaks of a program that fills a share of its buffers
- *      (mib_mix: 1% filled, 64 MiB against 116, glibc's 102). Four windows held more
- *      (103 MiB) for no more speed.
- *    - Not where pages were moved into the block (section 10): its records stay with
- *      the hand-back that maps it afresh; the block goes free warm. */
+ *      resident pages at its free, as the decay would take them later; so does a buffer
+ *      laid over pages an earlier one filled, where the windows miss those - which is
+ *      what lowered the peaks of a program that fills a share of its buffers (mib_mix,
+ *      1% filled: 64 MiB against 116, glibc 102). Four windows kept more (103 MiB) for
+ *      no more speed; one window was faster unfilled (1.9x) and 30% slower at 3-10%
+ *      filled.
+ *    - Pages moved into the block (section 10) go too; their record stays for the
+ *      hand-back that maps the range afresh. Leaving such blocks warm kept mib_mix's 1%
+ *      peak at 104 MiB. */
 #include "page/page.h"
 
 #include "hooks.h"
@@ -552,7 +554,8 @@ unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t 
 		if (resident != 0)
 			return 0; /* written there, or the look refused: warm, as ever */
 	}
-	if (uslub_moved_meets(n, p, bytes) || uslub_os_release(p, bytes) != 0)
+	/* Pages moved in (section 10) go too; their record waits for a hand-back. */
+	if (uslub_os_release(p, bytes) != 0)
 		return 0;
 	return PF_COLD;
 }

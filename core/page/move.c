@@ -116,19 +116,6 @@ bool uslub_moved_take(struct uslub_node *n, void *addr, size_t size)
 	return met;
 }
 
-bool uslub_moved_meets(struct uslub_node *n, void *addr, size_t size)
-{
-	if (!__atomic_load_n(&moved_of(n)->count, __ATOMIC_RELAXED))
-		return false;
-	uintptr_t lo = (uintptr_t)addr, hi = lo + size;
-	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-	struct uslub_moved *m = moved_of(n);
-	unsigned i = moved_first(m, lo);
-	bool met = i < m->count && m->piece[i].lo < hi;
-	pthread_mutex_unlock(&n->lock);
-	return met;
-}
-
 void uslub_moved_forget_locked(struct uslub_node *n, void *addr, size_t size)
 {
 	/* Unmapped: a record there would only take room. Splitting none (the range is a

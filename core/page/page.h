@@ -164,8 +164,6 @@ size_t uslub_pages_move(struct uslub_node *n, struct page_desc *d, size_t npages
 /* Whether [addr, addr + size), being handed back, meets a range pages were moved into;
  * if so its records are gone, and the caller maps it afresh (uslub_os_renew). */
 bool uslub_moved_take(struct uslub_node *n, void *addr, size_t size);
-/* Whether [addr, addr + size) meets a range pages were moved into; the records stay. */
-bool uslub_moved_meets(struct uslub_node *n, void *addr, size_t size);
 /* [addr, addr + size) was unmapped: its records go. Under the lock. */
 void uslub_moved_forget_locked(struct uslub_node *n, void *addr, size_t size);
 /* Whether pages can be moved (a kernel with MREMAP_DONTUNMAP, not under memcheck). */
