@@ -326,7 +326,7 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 		clear_tails(d, npages);
 	d->owner = NULL;
 	/* A big block the program did not write through goes free cold (decay.c, 11). */
-	unsigned flags = npages >= PLACED_PAGES ? uslub_pages_unfilled(n, d, npages) : 0;
+	unsigned flags = npages > PLACED_PAGES ? uslub_pages_unfilled(n, d, npages) : 0;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	uslub_free_range_locked(n, d, npages, flags, (uint16_t)step);
 	uslub_note_free(n);

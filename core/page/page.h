@@ -152,7 +152,7 @@ size_t uslub_pages_release(unsigned node, uint64_t keep);
 /* Span d of npages was cut from zone n: as many warm free pages as it has pages not
  * resident, beyond what the zone keeps, go back, highest first (decay.c, section 9). */
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages);
-/* The flags block d of npages (PLACED_PAGES or more) goes free with, looked at without the
+/* The flags block d of npages (more than PLACED_PAGES) goes free with, looked at without the
  * lock: PF_COLD, its pages handed back, where the program did not write it through; else
  * 0 (decay.c, section 11). */
 unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t npages);
