@@ -92,7 +92,7 @@
  *    - Why windows, not a count: a system call costs 1.3 us on the KVM VM, and mincore
  *      of a 4 MiB block 6.6 us against 1.6 for 16 pages. The exact count (cold where at
  *      most 1/16 of the pages are resident) made 8 MiB buffers 1.5x and 2.5x faster on
- *      one and two threads; the windows 1.7x and 2.9x (span-unfilled.md).
+ *      one and two threads; the windows 1.7x and 2.6x (span-unfilled.md).
  *    - What windows cost: a block written sparsely, past neither window, loses its
  *      resident pages at its free, as the decay would take them later; so does a buffer
  *      laid over pages an earlier one filled, where the windows miss those - which is
@@ -101,7 +101,7 @@
  *      no more speed; one window was faster unfilled (1.9x) and 30% slower at 3-10%
  *      filled.
  *    - Not blocks of 1 MiB or less: realloc_mix frees one in 21 at exactly 1 MiB, written
- *      through, and the look at each (52,000 mincore calls a run) cost it 5-7% of its
+ *      through, and the look at each (52,000 mincore calls a run) cost it 5-8% of its
  *      time.
  *    - Pages moved into the block (section 10) go too; their record stays for the
  *      hand-back that maps the range afresh. Leaving such blocks warm kept mib_mix's 1%
