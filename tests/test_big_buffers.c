@@ -366,6 +366,76 @@ static uint64_t warm_free(void)
  * zone's warm free memory not grown by it - and one written through goes free warm, and
  * comes back without faults; calloc of a buffer reused reads zero, and buffers replaced at
  * random keep the bytes written at their ends. */
+#ifdef USLUB_PREFIXED
+static void set_pay_step(uint32_t step)
+{
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		__atomic_store_n(&uslub_nodes[z].pay_step, step, __ATOMIC_RELAXED);
+}
+
+/* Its pay and the 2 MiB buffer freed after it: one zone, the large one. */
+static bool any_pay_step(uint32_t step)
+{
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		if (__atomic_load_n(&uslub_nodes[z].pay_step, __ATOMIC_RELAXED) == step)
+			return true;
+	return false;
+}
+
+/* Section 11's blocks of 1-4 MiB: looked at only while spans pay (a block that size is
+ * no span's pages, and counts warm only for their pays): a 2 MiB buffer written at its
+ * ends goes free warm when no span has paid in this step or the last - replacing such
+ * buffers then costs no system call - and cold right after a span has. */
+static void placed_unfilled(void)
+{
+	tu_section("a 2 MiB buffer written at its ends goes free warm when no span has paid "
+		   "lately, and cold after an 8 MiB malloc paid for its fresh pages");
+	if (getenv("USLUB_DEBUG") && *getenv("USLUB_DEBUG"))
+		return; /* freed buffers wait in the quarantine */
+	CHECK(TRIM_THRESHOLD(0) == 1);
+	/* The two buffers on pages never written (nothing warm is left to place them on),
+	 * then warm free memory over the keep (a quarter of what is in use) elsewhere: each
+	 * free passes the keep, and the span below pays. */
+	MALLOC_TRIM(0);
+	/* Each between two in use: a cold block merged with a warm buddy counts warm. */
+	unsigned char *g[3], *p, *q, *warm;
+	g[0] = MALLOC(2 * MIB);
+	p = MALLOC(2 * MIB);
+	g[1] = MALLOC(2 * MIB);
+	q = MALLOC(2 * MIB);
+	g[2] = MALLOC(2 * MIB);
+	warm = MALLOC(16 * MIB);
+	CHECK(g[0] && g[1] && g[2] && p && q && warm);
+	if (!g[0] || !g[1] || !g[2] || !p || !q || !warm)
+		return;
+	p[0] = p[2 * MIB - 1] = q[0] = q[2 * MIB - 1] = 1;
+	memset(warm, 5, 16 * MIB);
+	FREE(warm);
+	set_pay_step(uslub_step_now() - 10);
+	uint64_t w0 = warm_free();
+	FREE(p);
+	uint64_t w1 = warm_free();
+	unsigned char *span = MALLOC(8 * MIB);
+	CHECK(span != NULL);
+	uint32_t paid = uslub_step_now();
+	CHECKF(any_pay_step(paid) || any_pay_step(paid - 1),
+	       "an 8 MiB malloc over the keep did not pay");
+	uint64_t w2 = warm_free();
+	FREE(q);
+	uint64_t w3 = warm_free();
+	printf("  warm free memory %+.1f MiB at the free with no span paying, %+.1f MiB after "
+	       "one paid\n",
+	       ((double)w1 - (double)w0) / MIB, ((double)w3 - (double)w2) / MIB);
+	CHECKF(w1 >= w0 + MIB, "no span paying: warm free memory %+.1f MiB",
+	       ((double)w1 - (double)w0) / MIB);
+	CHECKF(w3 < w2 + MIB, "after a pay: warm free memory %+.1f MiB",
+	       ((double)w3 - (double)w2) / MIB);
+	FREE(span);
+	for (int i = 0; i < 3; i++)
+		FREE(g[i]);
+}
+#endif
+
 static void unfilled_buffers(void)
 {
 	enum { LIVE = 16, ROUNDS = 400 };
@@ -771,6 +841,9 @@ int main(int argc, char **argv)
 	replace_buffers();
 	pay_moves();
 	unfilled_buffers();
+#ifdef USLUB_PREFIXED
+	placed_unfilled();
+#endif
 	/* With almost nothing in use the cache keeps no more than 16 MiB (uslub_keep_bound),
 	 * so the tests of what it keeps hold a block in use: never touched, so it costs no
 	 * resident memory. */

@@ -48,9 +48,12 @@ struct uslub_node {
 	uint64_t reuse_window_high;	  /* the highest of reuse_high */
 	uint32_t reuse_step;		  /* the step whose slots were filled last */
 	_Atomic uint32_t decay_last;	  /* the step of the last decay pass (CAS elects) */
-	uint64_t decay_passes;		  /* passes that handed memory back */
-	uint64_t bound_sheds;		  /* hand-backs of what exceeded the bound (bound.c) */
-	uint64_t moved_pages;		  /* pages moved into spans rather than faulted in */
+	/* The step in which a span last found the zone over its keep (decay.c, sections 9
+	 * and 11: while spans pay, blocks of 1-4 MiB freed unfilled are looked at). */
+	uint32_t pay_step;
+	uint64_t decay_passes; /* passes that handed memory back */
+	uint64_t bound_sheds;  /* hand-backs of what exceeded the bound (bound.c) */
+	uint64_t moved_pages;  /* pages moved into spans rather than faulted in */
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
 	uint64_t grows;
