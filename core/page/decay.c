@@ -558,9 +558,10 @@ unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t 
 	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) + npages <= pay_keep())
 		return 0;
 	/* A block a span's pages could not be (up to 4 MiB) counts warm only for the pays:
-	 * with no span paying in this step or the last, it is not looked at either. */
+	 * with no span paying in this step or the last, it is not looked at either. Signed:
+	 * another thread may have stored a step later than the one read here. */
 	if (npages <= (1UL << USLUB_MAX_ORDER) &&
-	    uslub_step_now() - __atomic_load_n(&n->pay_step, __ATOMIC_RELAXED) > 1)
+	    (int32_t)(uslub_step_now() - __atomic_load_n(&n->pay_step, __ATOMIC_RELAXED)) > 1)
 		return 0;
 	char *p = page_address(d);
 	size_t bytes = npages << USLUB_PAGE_SHIFT;
