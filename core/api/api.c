@@ -210,10 +210,10 @@ int uslub_malloc_trim(size_t pad)
 	uslub_slow_exit(t, in);
 	uslub_medium_depots_flush();
 	size_t released = 0;
-	for (unsigned n = 0; n < uslub_nr_nodes; n++) {
-		released += uslub_pages_release(n, pad >> USLUB_PAGE_SHIFT);
-		released += uslub_pages_release(LARGE_ZONE(n), 0);
-	}
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		if (zone_in_use(z))
+			released +=
+			    uslub_pages_release(z, z < MAX_NODES ? pad >> USLUB_PAGE_SHIFT : 0);
 	released += uslub_huge_cache_release(true);
 	return released > 0;
 }
@@ -261,12 +261,9 @@ struct mallinfo2 uslub_mallinfo2(void)
 	mi.fordblks = t.free_pages + (t.slabs > small ? t.slabs - small : 0);
 	mi.keepcost = t.warm_free;
 	mi.usmblks = t.peak_mapped;
-	for (unsigned n = 0; n < uslub_nr_nodes; n++)
-		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
-			mi.ordblks +=
-			    __atomic_load_n(&uslub_nodes[n].nr_free[o], __ATOMIC_RELAXED) +
-			    __atomic_load_n(&uslub_nodes[LARGE_ZONE(n)].nr_free[o],
-					    __ATOMIC_RELAXED);
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		for (unsigned o = 0; o <= USLUB_MAX_ORDER && zone_in_use(z); o++)
+			mi.ordblks += __atomic_load_n(&uslub_nodes[z].nr_free[o], __ATOMIC_RELAXED);
 	return mi;
 }
 

@@ -125,8 +125,8 @@ void uslub_pages_bound(void)
 		uslub_hooks.release_held();
 	uint32_t step = uslub_step_now();
 	for (unsigned z = 0; z < NR_ZONES; z++) {
-		unsigned zone = z < MAX_NODES ? LARGE_ZONE(z) : z - MAX_NODES; /* large first */
-		if (zone % MAX_NODES >= uslub_nr_nodes)
+		unsigned zone = (z + MAX_NODES) % NR_ZONES; /* the large-block zones first */
+		if (!zone_in_use(zone))
 			continue;
 		struct uslub_node *n = &uslub_nodes[zone];
 		uint64_t kept =

@@ -224,9 +224,8 @@ struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, un
  * way round: slab pages borrowed into the large zone's regions would split its free blocks
  * again (tools/bench/results/), while a large block in a slab region leaves gaps that slabs fill.
  * The slab zone borrows only when it cannot grow (at the memory cap). */
-static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
+static struct page_desc *borrow_from(unsigned other, unsigned order, unsigned gfp)
 {
-	unsigned other = node < MAX_NODES ? LARGE_ZONE(node) : node - MAX_NODES;
 	struct uslub_node *o = &uslub_nodes[other];
 	uslub_lock(&o->lock, USLUB_LOCK_ZONE);
 	struct page_desc *d = uslub_find_block(o, order, gfp);
@@ -237,12 +236,25 @@ static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
 	return uslub_take_block(o, d, order);
 }
 
+/* A large-block zone borrows from its node's slab zone; the slab zone from the node's
+ * large-block zones, arena by arena. */
+static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
+{
+	if (node >= MAX_NODES)
+		return borrow_from(node % MAX_NODES, order, gfp);
+	struct page_desc *d = NULL;
+	for (unsigned a = 0; !d && a < uslub_nr_arenas; a++)
+		d = borrow_from(LARGE_ARENA_ZONE(node, a), order, gfp);
+	return d;
+}
+
 void uslub_reclaim_locked(struct uslub_node *n, unsigned node)
 {
 	n->reclaims++;
 	pthread_mutex_unlock(&n->lock);
 	uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
-	uslub_release_blocks(LARGE_ZONE(node % MAX_NODES), 0, RELEASE_ALL);
+	for (unsigned a = 0; a < uslub_nr_arenas; a++)
+		uslub_release_blocks(LARGE_ARENA_ZONE(node % MAX_NODES, a), 0, RELEASE_ALL);
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 }
 
@@ -444,14 +456,16 @@ void uslub_pages_lock_all(void)
 {
 	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
 		lock_quiet(&uslub_nodes[i]);
-		lock_quiet(&uslub_nodes[LARGE_ZONE(i)]);
+		for (unsigned a = 0; a < uslub_nr_arenas; a++)
+			lock_quiet(&uslub_nodes[LARGE_ARENA_ZONE(i, a)]);
 	}
 }
 
 void uslub_pages_unlock_all(void)
 {
 	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
-		pthread_mutex_unlock(&uslub_nodes[LARGE_ZONE(i)].lock);
+		for (unsigned a = uslub_nr_arenas; a-- > 0;)
+			pthread_mutex_unlock(&uslub_nodes[LARGE_ARENA_ZONE(i, a)].lock);
 		pthread_mutex_unlock(&uslub_nodes[i].lock);
 	}
 }

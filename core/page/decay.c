@@ -283,8 +283,12 @@ size_t uslub_decay_zone(struct uslub_node *n, uint32_t step)
 		if (n->reuse[k] > keep)
 			keep = n->reuse[k];
 	keep += keep / 8;
-	if (keep < uslub_trim_threshold >> USLUB_PAGE_SHIFT)
-		keep = uslub_trim_threshold >> USLUB_PAGE_SHIFT;
+	/* A node's arenas (page.h) share the floor one large-block zone had. */
+	uint64_t floor = uslub_trim_threshold >> USLUB_PAGE_SHIFT;
+	if (n >= &uslub_nodes[MAX_NODES])
+		floor /= uslub_nr_arenas;
+	if (keep < floor)
+		keep = floor;
 	struct page_desc *batch = uslub_shed_locked(n, step, keep, DECAY_MIN_AGE);
 	if (batch)
 		n->decay_passes++;
@@ -345,25 +349,12 @@ static void put_back(struct uslub_node *n, struct page_desc *batch)
 	pthread_mutex_unlock(&n->lock);
 }
 
-/* Warm free pages zone n keeps before a span pays: a quarter of the large blocks in use,
- * at least M_TRIM_THRESHOLD. A quarter, also where the pay moves pages (section 10). An
- * eighth there held malloc_large's peak at 437.6 MiB against 477.6 (glibc 489.8) but
- * faulted 170 thousand pages in against 137, and took 4.4-4.8 s against 2.3-2.7 on a VM
- * where a fault costs the most (tools/bench/results/big-buffers.md). */
-static uint64_t pay_keep(void)
-{
-	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >> 2;
-	if (keep < uslub_trim_threshold)
-		keep = uslub_trim_threshold;
-	return keep >> USLUB_PAGE_SHIFT;
-}
-
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 {
-	uint64_t keep = pay_keep();
-	/* A peek first: with no more kept than that, nothing is paid, and the look at the
-	 * span's pages is not made. */
-	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) <= keep)
+	uint64_t keep = uslub_pay_keep(n);
+	/* A peek first: with no more kept than that (in the node's other arenas too),
+	 * nothing is paid, and the look at the span's pages is not made. */
+	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) <= keep && !uslub_arenas_over(n))
 		return;
 	__atomic_store_n(&n->pay_step, uslub_step_now(), __ATOMIC_RELAXED);
 	/* Which of its pages the program will fault in, from the OS: a warm free block may
@@ -378,26 +369,39 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 	 * are paid too, a few rounds at most, within the keep. The span then holds what the
 	 * batches held: not known to be zero. */
 	bool moves = uslub_pages_can_move();
-	for (unsigned round = 0; fresh && round < (moves ? PAY_ROUNDS : 1); round++) {
-		struct page_desc *batch = NULL;
-		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-		if (n->warm_free_pages > keep) {
-			uint64_t over = n->warm_free_pages - keep;
-			batch = shed_high_locked(n, fresh < over ? fresh : over);
+	/* Zone n first, then the node's other arenas (page.h, arena.c): two threads'
+	 * arenas, each grown to its own thread's peak, held more than one zone grown to
+	 * the peak of the two. Moved pages are recorded in n, where they now lie. */
+	for (unsigned a = 0; fresh && a <= uslub_nr_arenas; a++) {
+		struct uslub_node *o = a ? uslub_other_arena(n, a - 1) : n;
+		if (!o || (a && !uslub_over_keep(o)))
+			continue;
+		uint64_t o_keep = a ? uslub_pay_keep(o) : keep;
+		for (unsigned round = 0; fresh && round < (moves ? PAY_ROUNDS : 1); round++) {
+			struct page_desc *batch = NULL;
+			uslub_lock(&o->lock, USLUB_LOCK_ZONE);
+			if (o->warm_free_pages > o_keep) {
+				uint64_t over = o->warm_free_pages - o_keep;
+				batch = shed_high_locked(o, fresh < over ? fresh : over);
+			}
+			pthread_mutex_unlock(&o->lock);
+			if (!batch)
+				break;
+			uint64_t pages = 0;
+			for (struct page_desc *b = batch; b; b = b->next)
+				pages += 1UL << b->order;
+			struct page_desc *rest = NULL;
+			size_t moved =
+			    moves ? uslub_pages_move(n, d, npages, batch, fresh, &rest) : 0;
+			if (moved)
+				d->flags &= ~PF_COLD;
+			if (rest)
+				put_back(o, rest);
+			uslub_hand_back(o, batch);
+			fresh -= moved ? moved : pages < fresh ? pages : fresh;
+			if (!moved)
+				break;
 		}
-		pthread_mutex_unlock(&n->lock);
-		if (!batch)
-			return;
-		struct page_desc *rest = NULL;
-		size_t moved = moves ? uslub_pages_move(n, d, npages, batch, fresh, &rest) : 0;
-		if (moved)
-			d->flags &= ~PF_COLD;
-		if (rest)
-			put_back(n, rest);
-		uslub_hand_back(n, batch);
-		if (!moved)
-			return;
-		fresh -= moved;
 	}
 }
 
@@ -414,10 +418,9 @@ size_t uslub_pages_decay_all(void)
 {
 	uint32_t step = uslub_step_now();
 	size_t released = 0;
-	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
-		released += uslub_decay_zone(&uslub_nodes[i], step);
-		released += uslub_decay_zone(&uslub_nodes[LARGE_ZONE(i)], step);
-	}
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		if (zone_in_use(z))
+			released += uslub_decay_zone(&uslub_nodes[z], step);
 	return released;
 }
 
@@ -434,8 +437,8 @@ static bool zone_warm(struct uslub_node *n)
 
 long uslub_pages_decay_wait_ms(void)
 {
-	for (unsigned i = 0; i < uslub_nr_nodes; i++)
-		if (zone_warm(&uslub_nodes[i]) || zone_warm(&uslub_nodes[LARGE_ZONE(i)])) {
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		if (zone_in_use(z) && zone_warm(&uslub_nodes[z])) {
 			uint64_t len = step_ms();
 			return (long)(len - uslub_os_now_ms() % len + 1);
 		}
@@ -555,7 +558,7 @@ unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t 
 {
 	/* Where the zone keeps no more than its keep with this block warm, no span pays for
 	 * it, and it is not looked at. */
-	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) + npages <= pay_keep())
+	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) + npages <= uslub_pay_keep(n))
 		return 0;
 	/* A block a span's pages could not be (up to 4 MiB) counts warm only for the pays:
 	 * with no span paying in this step or the last, it is not looked at either. Signed:

@@ -34,6 +34,7 @@
 
 struct uslub_topology uslub_topo = {.nr_nodes = 1};
 unsigned uslub_nr_nodes = 1;
+unsigned uslub_nr_arenas = 1;
 
 static _Atomic unsigned placement;
 static bool auto_mode;
@@ -87,6 +88,11 @@ void uslub_node_init(void)
 	uslub_topo.search_local = uslub_config.numa_noskip;
 	build_order();
 	uslub_nr_nodes = uslub_topo.nr_nodes;
+	/* One large-block zone for each CPU of a node, up to MAX_ARENAS (page.h): jemalloc
+	 * makes four arenas a CPU; one is enough for threads to meet only when more of them
+	 * run than there are CPUs. */
+	unsigned per_node = uslub_os_ncpus() / uslub_nr_nodes;
+	uslub_nr_arenas = per_node < 1 ? 1 : per_node > MAX_ARENAS ? MAX_ARENAS : per_node;
 }
 
 /* The libnuma calls discovery makes (mbind goes to os.c). */

@@ -57,6 +57,7 @@ struct uslub_node {
 	unsigned handing_back; /* batches off the lists, being handed back (lock_all waits) */
 	/* counters, under lock */
 	uint64_t grows;
+	uint64_t grown_pages;	/* pages its regions have grown by (stored atomically) */
 	uint64_t nowait_misses; /* high-order tries that found nothing at hand */
 	uint64_t reclaims;	/* GFP_RECLAIM hand-backs at the cap */
 	uint64_t runs;		/* large blocks made of neighbouring smaller free blocks */
@@ -73,22 +74,38 @@ struct uslub_node {
 	uint64_t local_partial_hits; /* get_partial served by the local list */
 };
 
-/* Each node has two page allocators ("zones"): slots [0, MAX_NODES) serve slabs, thread
- * state, the page caches and large blocks of up to SMALL_LARGE_PAGES pages, slots
- * [MAX_NODES, 2 * MAX_NODES) the larger blocks, so that neither cuts up the other's free
- * memory (tools/bench/results/large-blocks.md). The bound is the medium-block cache's:
- * blocks that threads hold apart from the zones then split only the slab zone's free
- * memory, never the holes the larger blocks need. A region belongs to one zone. */
-#define LARGE_ZONE(node)  ((node) + MAX_NODES)
-#define NR_ZONES	  (2 * MAX_NODES)
-#define SMALL_LARGE_PAGES MEDIUM_MAX_PAGES
-/* The zone of a large block of npages pages for a thread on node `node`. */
-static inline unsigned large_zone_of(unsigned node, size_t npages)
+/* Each node has page allocators ("zones") of two kinds: slots [0, MAX_NODES) serve slabs,
+ * thread state, the page caches and large blocks of up to SMALL_LARGE_PAGES pages; the
+ * slots above serve the larger blocks, so that neither kind cuts up the other's free memory
+ * (tools/bench/results/large-blocks.md). The bound is the medium-block cache's: blocks
+ * that threads hold apart from the zones then split only the slab zone's free memory,
+ * never the holes the larger blocks need. A region belongs to one zone.
+ *
+ * The larger blocks have up to MAX_ARENAS zones a node, arenas as jemalloc calls them: a
+ * thread takes its own (uslub_thread_arena, round robin), so two threads that replace
+ * blocks of 128 KiB - 32 MiB do not meet at one lock, held for a span search of a few
+ * thousand instructions (two threads had run at half one thread's rate). A block goes
+ * back to the zone of its region, whichever thread frees it. Zone z serves node
+ * z % MAX_NODES; arena 0 is the slot LARGE_ZONE(node) names. */
+#define MAX_ARENAS		      8
+#define LARGE_ARENA_ZONE(node, arena) ((node) + MAX_NODES * (1 + (arena)))
+#define LARGE_ZONE(node)	      LARGE_ARENA_ZONE(node, 0)
+#define NR_ZONES		      (MAX_NODES * (1 + MAX_ARENAS))
+#define SMALL_LARGE_PAGES	      MEDIUM_MAX_PAGES
+extern unsigned uslub_nr_arenas; /* large-block zones a node has in use (node.c) */
+/* The zone of a large block of npages pages for a thread on node `node` whose arena is
+ * `arena`. */
+static inline unsigned large_zone_of(unsigned node, unsigned arena, size_t npages)
 {
-	return npages <= SMALL_LARGE_PAGES ? node : LARGE_ZONE(node);
+	return npages <= SMALL_LARGE_PAGES ? node : LARGE_ARENA_ZONE(node, arena);
 }
 extern struct uslub_node uslub_nodes[NR_ZONES];
-extern unsigned uslub_nr_nodes;		    /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
+extern unsigned uslub_nr_nodes; /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
+/* Whether zone z is one of those in use (its node's, and its arena's). */
+static inline bool zone_in_use(unsigned z)
+{
+	return z % MAX_NODES < uslub_nr_nodes && z / MAX_NODES <= uslub_nr_arenas;
+}
 extern _Atomic uint64_t uslub_mapped_bytes; /* from the OS, resident or not */
 extern _Atomic uint64_t uslub_peak_mapped;
 
@@ -130,6 +147,8 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
  * ones, then the zone grown for it. NULL, ENOMEM. For spans (more than a MAX_BLOCK) and
  * for large blocks of more than PLACED_PAGES. */
 struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages);
+/* The same from the zone's free pages only: NULL, ENOMEM, where it would grow. */
+struct page_desc *uslub_pages_find_span(unsigned node, size_t npages);
 /* Large blocks of more than this many pages (1 MiB) are placed as spans are, in the
  * tightest of the warmest holes, not cut from a block of their order (slab/large.c says
  * why); blocks of exactly 1 MiB, common in programs (realloc_mix has one in 21), are not:
@@ -347,6 +366,22 @@ void uslub_maybe_decay(struct uslub_node *n);
 struct page_desc *uslub_shed_locked(struct uslub_node *n, uint32_t step, uint64_t keep,
 				    int min_age);
 size_t uslub_hand_back(struct uslub_node *n, struct page_desc *batch);
+
+/* ---- arenas: a node's large-block zones (arena.c) --------------------------------- */
+
+/* Warm free pages zone n keeps before a span pays (decay.c, section 9): a quarter of the
+ * large blocks in use, at least M_TRIM_THRESHOLD, shared among a node's arenas by the
+ * pages each has in use. */
+uint64_t uslub_pay_keep(const struct uslub_node *n);
+/* The calling thread's arena: given round robin at its first large block (a thread state
+ * is not needed for it: a thread may make none but large blocks). */
+unsigned uslub_thread_arena(void);
+/* Warm free pages zone n keeps over its keep (a peek). */
+uint64_t uslub_over_keep(const struct uslub_node *n);
+/* Arena a of large-block zone n's node, or NULL where that is n or n is a slab zone. */
+struct uslub_node *uslub_other_arena(const struct uslub_node *n, unsigned a);
+/* Whether another arena of large-block zone n's node keeps more than its keep. */
+bool uslub_arenas_over(const struct uslub_node *n);
 
 /* ---- the thread's page cache (pcp.c) ----------------------------------------------- */
 

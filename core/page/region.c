@@ -220,6 +220,7 @@ int uslub_grow(struct uslub_node *n, unsigned min_order)
 	struct page_desc *d = (struct page_desc *)((uintptr_t)r + (r->grown << DESC_SHIFT));
 	__atomic_store_n(&r->grown, r->grown + (1UL << order), __ATOMIC_RELAXED); /* stats */
 	n->grows++;
+	__atomic_store_n(&n->grown_pages, n->grown_pages + (1UL << order), __ATOMIC_RELAXED);
 	uslub_mapped_add(block_bytes(order));
 	uslub_free_one(n, d, order, PF_COLD, 0);
 	return 0;

@@ -384,7 +384,7 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
  * npages. A program that replaces such buffers so reuses the pages it has: a mapping of
  * its own for each, mapped, moved by mremap and faulted in anew, cost 15-40 us a page on
  * this VM (tools/bench/results/big-buffers.md). */
-struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages)
+static struct page_desc *alloc_span(unsigned node, size_t npages, bool grow)
 {
 	struct uslub_node *n = &uslub_nodes[node];
 	struct page_desc *h, *d = NULL;
@@ -419,8 +419,8 @@ again:
 	 * them) align a new region's first pages; a new region (the old one full) starts
 	 * over. Without the alignment steps a program's first big buffer found the zone too
 	 * short and became a mapping of its own. */
-	for (size_t steps = (npages >> USLUB_MAX_ORDER) + 2 + USLUB_MAX_ORDER; !d && steps;
-	     steps--) {
+	for (size_t steps = grow ? (npages >> USLUB_MAX_ORDER) + 2 + USLUB_MAX_ORDER : 0;
+	     !d && steps; steps--) {
 		if (uslub_grow(n, USLUB_MAX_ORDER) != 0)
 			break;
 		struct region *r = n->regions;
@@ -428,7 +428,7 @@ again:
 		if (last && run_length(span_start(last), npages) >= npages)
 			d = span_claim(n, span_start(last), npages);
 	}
-	if (!d && !reclaimed && uslub_config.mem_limit) {
+	if (!d && grow && !reclaimed && uslub_config.mem_limit) {
 		/* What the steps above grew counts against the cap too. */
 		uslub_reclaim_locked(n, node);
 		reclaimed = true;
@@ -444,4 +444,14 @@ again:
 		 * million pages in against 0.35 (big-buffers.md). */
 		uslub_pages_pay(n, d, npages);
 	return d;
+}
+
+struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages)
+{
+	return alloc_span(node, npages, true);
+}
+
+struct page_desc *uslub_pages_find_span(unsigned node, size_t npages)
+{
+	return alloc_span(node, npages, false);
 }

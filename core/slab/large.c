@@ -101,7 +101,7 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, boo
 	unsigned npages = color ? medium_pages(size) : (unsigned)pages_for(size);
 	uslub_huge_cache_tick();
 	bool locked = uslub_medium_enter(t);
-	struct page_desc *d = uslub_medium_alloc(t, large_zone_of(t->node, npages), npages);
+	struct page_desc *d = uslub_medium_alloc(t, large_zone_of(t->node, 0, npages), npages);
 	uslub_medium_exit(t, locked);
 	if (!d) {
 		errno = ENOMEM;
@@ -128,6 +128,36 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, boo
 	return p;
 }
 
+/* npages for a large block of `order` (a span: more than the largest buddy block) from
+ * zone `zone`, or NULL: from what the zone has, in one block or in neighbouring pieces;
+ * if `grow`, the heap may grow for it then (or the other kind of zone lend a block). An
+ * aligned block must be one block. */
+static struct page_desc *large_pages(unsigned zone, size_t npages, unsigned order, bool aligned,
+				     bool span, bool grow)
+{
+	if (span || (!aligned && npages > PLACED_PAGES)) {
+		struct page_desc *d = grow ? uslub_pages_alloc_span(zone, npages)
+					   : uslub_pages_find_span(zone, npages);
+		if (d || span)
+			return d;
+	} else if (!grow) {
+		struct page_desc *d =
+		    aligned ? NULL : uslub_pages_alloc_run(zone, npages, RUN_TRIES);
+		return d ? d : uslub_pages_alloc_exact(zone, order, npages, aligned, GFP_NOGROW);
+	}
+	if (!grow)
+		return NULL;
+	/* Before the heap grows for it, the thread's medium sheaves and the medium-block
+	 * caches go back to the zones (the shrink hook): blocks held there keep the free
+	 * memory around them from merging into the larger blocks asked for here, as the
+	 * kernel drains its per-CPU lists before it reclaims (realloc_mix's peak:
+	 * tools/bench/results/medium-blocks.md). */
+	struct page_desc *d = NULL;
+	if (uslub_hooks.shrink() && !aligned)
+		d = uslub_pages_alloc_run(zone, npages, RUN_TRIES);
+	return d ? d : uslub_pages_alloc_exact(zone, order, npages, aligned, 0);
+}
+
 void *uslub_large_alloc(size_t size, size_t align, bool zero)
 {
 	struct uslub_thread *t = uslub_tls_thread;
@@ -150,38 +180,33 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	if (span && (align_order || size > HUGE_THRESHOLD))
 		return uslub_huge_alloc(size, align, zero);
 	uslub_huge_cache_tick();
-	unsigned zone = large_zone_of(t->node, npages);
-	struct page_desc *d;
-	if (span) {
-		/* The zone cannot grow (a cap, RLIMIT_AS): a mapping may still fit. */
-		d = uslub_pages_alloc_span(zone, npages);
-		if (!d)
-			return uslub_huge_alloc(size, align, zero);
-		order = USLUB_MAX_ORDER;
-	}
-	/* What the zone has first, in one block or in neighbouring pieces; only then may the
-	 * heap grow (or the other zone lend a block). An aligned block must be one block. */
-	else if (!align_order && npages > PLACED_PAGES)
-		d = uslub_pages_alloc_span(zone, npages);
-	else
-		d = align_order ? NULL : uslub_pages_alloc_run(zone, npages, RUN_TRIES);
+	unsigned arena = uslub_thread_arena();
+	unsigned zone = large_zone_of(t->node, arena, npages);
+	bool aligned = align_order != 0;
+	struct page_desc *d = large_pages(zone, npages, order, aligned, span, false);
+	/* Before the thread's arena grows for a block of more than 1 MiB, the free memory
+	 * of the node's other large-block zones (arena.c says why; for smaller blocks two
+	 * threads took each other's and met at both locks: 512 KiB blocks at 0.4 of the
+	 * rate). After, where it could not grow (a cap, RLIMIT_AS), theirs grown. */
+	bool big = span || npages > PLACED_PAGES;
+	unsigned others = zone >= MAX_NODES ? uslub_nr_arenas - 1 : 0;
+	for (unsigned a = 1; !d && big && a <= others; a++)
+		d = large_pages(LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas), npages,
+				order, aligned, span, false);
+	if (!d)
+		d = large_pages(zone, npages, order, aligned, span, true);
+	for (unsigned a = 1; !d && a <= others; a++)
+		d = large_pages(LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas), npages,
+				order, aligned, span, true);
 	if (!d) {
-		/* Before the heap grows for it, the thread's medium sheaves and the
-		 * medium-block caches go back to the zones (the shrink hook):
-		 * blocks held there keep the free memory around them from merging into the
-		 * larger blocks asked for here, as the kernel drains its per-CPU lists before
-		 * it reclaims (realloc_mix's peak: tools/bench/results/medium-blocks.md). */
-		bool aligned = align_order != 0;
-		d = uslub_pages_alloc_exact(zone, order, npages, aligned, GFP_NOGROW);
-		if (!d && uslub_hooks.shrink() && !aligned)
-			d = uslub_pages_alloc_run(zone, npages, RUN_TRIES);
-		if (!d)
-			d = uslub_pages_alloc_exact(zone, order, npages, aligned, 0);
-		if (!d) {
-			errno = ENOMEM;
-			return NULL;
-		}
+		/* The zone cannot grow (a cap, RLIMIT_AS): a mapping may still fit. */
+		if (span)
+			return uslub_huge_alloc(size, align, zero);
+		errno = ENOMEM;
+		return NULL;
 	}
+	if (span)
+		order = USLUB_MAX_ORDER;
 	bool cold = d->flags & PF_COLD;
 	d->cls = CLS_NONE; /* fails the free fast path's object test */
 	__atomic_store_n(&d->kind, PAGE_LARGE, __ATOMIC_RELAXED);

@@ -173,21 +173,33 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 	}
 	for (unsigned n = 0; n < nn; n++) {
 		struct uslub_node *un = &uslub_nodes[n];
-		/* The node's large-block zone adds to its page figures. */
-		struct uslub_node *lz = &uslub_nodes[LARGE_ZONE(n)];
 		struct node_snap *ns = &s->n[n];
 		for (unsigned o = 0; o < NORDERS; o++)
-			ns->free_blocks[o] = load(&un->nr_free[o]) + load(&lz->nr_free[o]);
-		ns->free_pages = load(&un->free_pages) + load(&lz->free_pages);
-		ns->warm_free_pages = load(&un->warm_free_pages) + load(&lz->warm_free_pages);
-		ns->grows = load(&un->grows) + load(&lz->grows);
+			ns->free_blocks[o] = load(&un->nr_free[o]);
+		ns->free_pages = load(&un->free_pages);
+		ns->warm_free_pages = load(&un->warm_free_pages);
+		ns->grows = load(&un->grows);
 		ns->nowait_misses = load(&un->nowait_misses);
-		ns->released = load(&un->released_bytes) + load(&lz->released_bytes);
-		ns->release_calls = load(&un->release_calls) + load(&lz->release_calls);
-		ns->regions = load(&un->region_count) + load(&lz->region_count);
-		ns->reclaims = load(&un->reclaims) + load(&lz->reclaims);
-		ns->runs = load(&lz->runs);
-		ns->moved = load(&lz->moved_pages) << USLUB_PAGE_SHIFT;
+		ns->released = load(&un->released_bytes);
+		ns->release_calls = load(&un->release_calls);
+		ns->regions = load(&un->region_count);
+		ns->reclaims = load(&un->reclaims);
+		ns->runs = ns->moved = 0;
+		/* The node's large-block zones (one an arena) add to its page figures. */
+		for (unsigned a = 0; a < uslub_nr_arenas; a++) {
+			struct uslub_node *lz = &uslub_nodes[LARGE_ARENA_ZONE(n, a)];
+			for (unsigned o = 0; o < NORDERS; o++)
+				ns->free_blocks[o] += load(&lz->nr_free[o]);
+			ns->free_pages += load(&lz->free_pages);
+			ns->warm_free_pages += load(&lz->warm_free_pages);
+			ns->grows += load(&lz->grows);
+			ns->released += load(&lz->released_bytes);
+			ns->release_calls += load(&lz->release_calls);
+			ns->regions += load(&lz->region_count);
+			ns->reclaims += load(&lz->reclaims);
+			ns->runs += load(&lz->runs);
+			ns->moved += load(&lz->moved_pages) << USLUB_PAGE_SHIFT;
+		}
 		ns->any_partial_calls = load(&un->any_partial_calls);
 		ns->any_partial_tried = load(&un->any_partial_tried);
 		ns->any_partial_again = load(&un->any_partial_again);

@@ -1,0 +1,80 @@
+/* Arenas: a node's large-block zones, one a thread (page.h). They keep free memory as
+ * one zone kept it: the keep before a span pays is shared among them by the pages each
+ * has in use (the floor too), and a span cut from fresh pages is paid for by the other
+ * arenas' warm free memory over their keep when its own zone has none over its keep
+ * (decay.c, section 9). A block of more than 1 MiB also takes another arena's free pages
+ * before its own zone grows (slab/large.c). Without these, each arena's heap grew to its
+ * own thread's peak while another's warm memory stayed: two threads replacing buffers
+ * of up to 8 MiB peaked at 275-281 MiB against 215-216 with one zone (glibc 220-231). */
+#include "page/page.h"
+
+/* Round robin over the arenas, in the order threads make their first large block. */
+static _Atomic unsigned next_arena;
+/* 1 + the arena's turn; 0 before the thread's first large block. */
+static __thread unsigned char tls_arena;
+
+unsigned uslub_thread_arena(void)
+{
+	unsigned a = tls_arena;
+	if (unlikely(!a)) {
+		a = 1 +
+		    atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % MAX_ARENAS;
+		tls_arena = (unsigned char)a;
+	}
+	return (a - 1) % uslub_nr_arenas;
+}
+
+/* Pages of zone n's regions not free: its blocks in use, near enough (a block it lent
+ * another zone counts, one it borrowed does not). A peek, without the lock. */
+static uint64_t zone_used(const struct uslub_node *n)
+{
+	uint64_t grown = __atomic_load_n(&n->grown_pages, __ATOMIC_RELAXED);
+	uint64_t free = __atomic_load_n(&n->free_pages, __ATOMIC_RELAXED);
+	return grown > free ? grown - free : 0;
+}
+
+/* A quarter, also where the pay moves pages (decay.c, section 10). An eighth there held
+ * malloc_large's peak at 437.6 MiB against 477.6 (glibc 489.8) but faulted 170 thousand
+ * pages in against 137, and took 4.4-4.8 s against 2.3-2.7 on a VM where a fault costs
+ * the most (tools/bench/results/big-buffers.md). */
+uint64_t uslub_pay_keep(const struct uslub_node *n)
+{
+	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >> 2;
+	if (keep < uslub_trim_threshold)
+		keep = uslub_trim_threshold;
+	keep >>= USLUB_PAGE_SHIFT;
+	unsigned z = (unsigned)(n - uslub_nodes);
+	if (uslub_nr_arenas == 1 || z < MAX_NODES)
+		return keep;
+	/* The floor shared too: two arenas that each kept M_TRIM_THRESHOLD (32 MiB by
+	 * default) kept twice what one zone did. */
+	uint64_t all = 0;
+	for (unsigned a = 0; a < uslub_nr_arenas; a++)
+		all += zone_used(&uslub_nodes[LARGE_ARENA_ZONE(z % MAX_NODES, a)]);
+	return all ? (uint64_t)((unsigned __int128)keep * zone_used(n) / all)
+		   : keep / uslub_nr_arenas;
+}
+
+uint64_t uslub_over_keep(const struct uslub_node *o)
+{
+	uint64_t warm = __atomic_load_n(&o->warm_free_pages, __ATOMIC_RELAXED);
+	uint64_t keep = uslub_pay_keep(o);
+	return warm > keep ? warm - keep : 0;
+}
+
+struct uslub_node *uslub_other_arena(const struct uslub_node *n, unsigned a)
+{
+	unsigned z = (unsigned)(n - uslub_nodes);
+	struct uslub_node *o = &uslub_nodes[LARGE_ARENA_ZONE(z % MAX_NODES, a)];
+	return z >= MAX_NODES && o != n ? o : NULL;
+}
+
+bool uslub_arenas_over(const struct uslub_node *n)
+{
+	for (unsigned a = 0; a < uslub_nr_arenas; a++) {
+		struct uslub_node *o = uslub_other_arena(n, a);
+		if (o && uslub_over_keep(o))
+			return true;
+	}
+	return false;
+}

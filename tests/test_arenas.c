@@ -1,0 +1,244 @@
+/* Arenas: a node's large-block zones, one a thread (core/page/page.h, core/page/arena.c).
+ *
+ * - A span cut from fresh pages of one arena is paid for by another arena's warm free
+ *   memory over its keep, so the arenas together hold what one zone held (page level,
+ *   on two arenas no thread uses).
+ * - Threads: a thread's block comes from its own arena (or the slab zone's free blocks),
+ *   never from another thread's arena while its own can grow; freed by another thread,
+ *   its pages go back to the zone they came from.
+ * - A block of more than 1 MiB takes another arena's free pages before its own grows.
+ * - Two threads replacing blocks of 128 KiB - 3 MiB at random, each in its own arena, one
+ *   in four freed by the other thread: every zone's lists and counters stay consistent.
+ *
+ * With fewer CPUs the node has fewer arenas; the test asks for four before any thread
+ * but main has made a large block. */
+#include "page/page.h"
+#include "page/node.h"
+#include "test_util.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define MIB (1UL << 20)
+
+static unsigned zone_of(const void *p)
+{
+	struct region *r = region_of(p);
+	return r ? (unsigned)(r->node - uslub_nodes) : ~0u;
+}
+
+/* The calling thread's large-block zone. */
+static unsigned my_zone(void)
+{
+	return LARGE_ARENA_ZONE(uslub_node_current(), uslub_thread_arena());
+}
+
+static uint64_t grown(unsigned z)
+{
+	return __atomic_load_n(&uslub_nodes[z].grown_pages, __ATOMIC_RELAXED);
+}
+
+static uint64_t warm(unsigned z)
+{
+	return __atomic_load_n(&uslub_nodes[z].warm_free_pages, __ATOMIC_RELAXED);
+}
+
+/* A thread that does `step` if its arena is not main's (`ran` says whether it did). */
+struct job {
+	void (*step)(struct job *);
+	unsigned main_zone, zone;
+	void *p[2];
+	int ran;
+};
+
+static void *job_run(void *arg)
+{
+	struct job *j = arg;
+	j->zone = my_zone();
+	if (j->zone != j->main_zone) {
+		j->ran = 1;
+		j->step(j);
+	}
+	return NULL;
+}
+
+/* Threads are made until one gets another arena than main's (round robin: the next). */
+static void on_other_arena(struct job *j)
+{
+	j->main_zone = my_zone();
+	for (int tries = 0; tries < 2 * MAX_ARENAS && !j->ran; tries++) {
+		pthread_t th;
+		CHECK(pthread_create(&th, NULL, job_run, j) == 0);
+		pthread_join(th, NULL);
+	}
+	CHECKF(j->ran, "no thread of %d got an arena other than main's", 2 * MAX_ARENAS);
+}
+
+/* Arenas 2 and 3 of node 0: no thread's so far (main's is 0, a thread's the next). */
+static void others_pay(void)
+{
+	unsigned za = LARGE_ARENA_ZONE(0, 2), zb = LARGE_ARENA_ZONE(0, 3);
+	tu_section("a span of fresh pages in one arena is paid for by another's warm pages");
+	/* A keep under the holes below (M_TRIM_THRESHOLD is 32 MiB by default). */
+	uint64_t threshold = uslub_trim_threshold;
+	uslub_trim_threshold = MIB;
+	/* Memory in use (a mapping of its own, never touched), so that the bound does not
+	 * take the live set for collapsed and hand the warm pages back (bound.c). */
+	void *pin = MALLOC(40 * MIB);
+	/* 16 MiB in zone b, written, every other 2 MiB freed: warm holes no 8 MiB fits. */
+	struct page_desc *d = uslub_pages_alloc_span(zb, 4096);
+	CHECKF(d != NULL, "16 MiB from arena 3");
+	if (!d)
+		goto out;
+	memset(page_address(d), 1, 16 * MIB);
+	for (int i = 0; i < 8; i += 2)
+		uslub_pages_free_range(d + i * 512, 512);
+	uint64_t keep = uslub_pay_keep(&uslub_nodes[zb]), before = warm(zb);
+	CHECKF(before >= keep + 1024, "arena 3 keeps %ju warm pages, its keep %ju",
+	       (uintmax_t)before, (uintmax_t)keep);
+	CHECK(uslub_arenas_over(&uslub_nodes[za]));
+	uint64_t grown_a = grown(za);
+	struct page_desc *e = uslub_pages_alloc_span(za, 2048);
+	CHECKF(e && grown(za) >= grown_a + 2048, "arena 2 grew for 8 MiB");
+	/* The span's 2048 fresh pages: paid for by arena 3, down to its keep (the last
+	 * block paid whole: a hole of 512 pages). */
+	uint64_t keep_now = uslub_pay_keep(&uslub_nodes[zb]);
+	CHECKF(warm(zb) <= before - 1024 && warm(zb) + 512 >= keep_now,
+	       "arena 3's warm pages %ju -> %ju (keep %ju)", (uintmax_t)before, (uintmax_t)warm(zb),
+	       (uintmax_t)keep_now);
+	CHECKF(uslub_pages_check(za) == 0 && uslub_pages_check(zb) == 0, "both zones' lists");
+	if (e)
+		uslub_pages_free_range(e, 2048);
+	for (int i = 1; i < 8; i += 2)
+		uslub_pages_free_range(d + i * 512, 512);
+	CHECKF(uslub_pages_check(za) == 0 && uslub_pages_check(zb) == 0, "both zones' lists");
+out:
+	FREE(pin);
+	uslub_trim_threshold = threshold;
+}
+
+static void take_half_mib(struct job *j)
+{
+	j->p[0] = MALLOC(MIB / 2);
+	memset(j->p[0], 1, MIB / 2);
+}
+
+static void goes_home(void)
+{
+	tu_section("a thread's block from its own arena; freed by another thread, back there");
+	struct job j = {.step = take_half_mib};
+	on_other_arena(&j);
+	if (!j.ran)
+		return;
+	unsigned z = zone_of(j.p[0]);
+	/* Its arena grew for it, or it lent a free block of the slab zone (buddy.c). */
+	CHECKF(z == j.zone || z == 0, "block in zone %u: its thread's arena is zone %u", z, j.zone);
+	uint64_t free_z = uslub_nodes[z].free_pages, free_m = uslub_nodes[j.main_zone].free_pages;
+	FREE(j.p[0]); /* by main, whose arena is another */
+	CHECK_EQ(uslub_nodes[z].free_pages, free_z + 128);
+	CHECK_EQ(uslub_nodes[j.main_zone].free_pages, free_m);
+}
+
+static void take_three_mib(struct job *j)
+{
+	uint64_t g = grown(j->zone);
+	j->p[0] = MALLOC(3 * MIB);
+	memset(j->p[0], 1, 3 * MIB);
+	j->p[1] = (void *)(uintptr_t)(grown(j->zone) - g);
+	FREE(j->p[0]);
+}
+
+static void borrows_before_growing(void)
+{
+	tu_section("a block of 3 MiB from another arena's free pages before its own grows");
+	struct job j = {.step = take_three_mib};
+	on_other_arena(&j);
+	if (!j.ran)
+		return;
+	unsigned z = zone_of(j.p[0]), mz = j.main_zone;
+	if (z == mz) {
+		/* The thread found room in main's arena: its own did not grow for it. */
+		CHECKF(j.p[1] == NULL, "the thread's arena grew %zu pages though main's had room",
+		       (size_t)(uintptr_t)j.p[1]);
+		return;
+	}
+	/* Its own arena held it, so main's had no room: main's 3 MiB now goes there, to
+	 * the pages the thread freed, and main's arena does not grow. */
+	CHECK_EQ(z, j.zone);
+	uint64_t grown_m = grown(mz), grown_x = grown(z);
+	void *q = MALLOC(3 * MIB);
+	CHECKF(zone_of(q) == z, "main's 3 MiB in zone %u, not in zone %u's free pages", zone_of(q),
+	       z);
+	CHECK_EQ(grown(mz), grown_m);
+	CHECK_EQ(grown(z), grown_x);
+	FREE(q);
+}
+
+/* Blocks a thread frees for the other (one in four of its own). */
+#define TURNS 2000
+#define LIVE  16
+static void *volatile handoff[2][LIVE];
+
+struct churn {
+	int id;
+	unsigned zone;
+	uint64_t seed;
+};
+
+static void *churn(void *arg)
+{
+	struct churn *c = arg;
+	c->zone = my_zone();
+	void *live[LIVE] = {0};
+	for (int s = 0; s < TURNS; s++) {
+		c->seed ^= c->seed << 13, c->seed ^= c->seed >> 7, c->seed ^= c->seed << 17;
+		unsigned i = (unsigned)(c->seed % LIVE);
+		size_t size = 128 * 1024 + (size_t)(c->seed >> 20) % (3 * MIB);
+		if (live[i] && (c->seed >> 8) % 4 == 0) {
+			void *p =
+			    __atomic_exchange_n(&handoff[c->id][i], live[i], __ATOMIC_ACQ_REL);
+			FREE(p);
+		} else {
+			FREE(live[i]);
+		}
+		void *mine = __atomic_exchange_n(&handoff[!c->id][i], NULL, __ATOMIC_ACQ_REL);
+		FREE(mine);
+		live[i] = MALLOC(size);
+		((char *)live[i])[0] = (char)s;
+		((char *)live[i])[size - 1] = (char)s;
+	}
+	for (unsigned i = 0; i < LIVE; i++)
+		FREE(live[i]);
+	return NULL;
+}
+
+static void two_threads(void)
+{
+	pthread_t th[2];
+	struct churn c[2] = {{0, 0, 0x9e3779b97f4a7c15ULL}, {1, 0, 0x2545f4914f6cdd1dULL}};
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&th[i], NULL, churn, &c[i]) == 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (int side = 0; side < 2; side++)
+		for (unsigned i = 0; i < LIVE; i++)
+			FREE(handoff[side][i]);
+	CHECKF(c[0].zone != c[1].zone, "both threads in zone %u", c[0].zone);
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		if (zone_in_use(z))
+			CHECKF(uslub_pages_check(z) == 0, "zone %u lists", z);
+}
+
+int main(int argc, char **argv)
+{
+	tu_clean_env(argv);
+	(void)argc;
+	FREE(MALLOC(1)); /* start-up and this thread's state */
+	if (uslub_nr_arenas < 4)
+		uslub_nr_arenas = 4;
+	others_pay();
+	goes_home();
+	borrows_before_growing();
+	two_threads();
+	return tu_summary("test_arenas");
+}
