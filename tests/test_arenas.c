@@ -96,7 +96,7 @@ static void others_pay(void)
 	uint64_t keep = uslub_pay_keep(&uslub_nodes[zb]), before = warm(zb);
 	CHECKF(before >= keep + 1024, "arena 3 keeps %ju warm pages, its keep %ju",
 	       (uintmax_t)before, (uintmax_t)keep);
-	CHECK(uslub_arenas_over(&uslub_nodes[za]));
+	CHECK(uslub_node_over(&uslub_nodes[za]) >= 1024);
 	uint64_t grown_a = grown(za);
 	struct page_desc *e = uslub_pages_alloc_span(za, 2048);
 	CHECKF(e && grown(za) >= grown_a + 2048, "arena 2 grew for 8 MiB");
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 	(void)argc;
 	FREE(MALLOC(1)); /* start-up and this thread's state */
 	if (uslub_nr_arenas < 4)
-		uslub_nr_arenas = 4;
+		uslub_pages_use(uslub_nr_nodes, 4);
 	others_pay();
 	goes_home();
 	borrows_before_growing();

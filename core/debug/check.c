@@ -530,13 +530,13 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 	w.fd = fd;
 	uslub_out_init(&w.msg, fd);
 
-	/* Both zones of every node: slabs, and large blocks. */
+	/* Every zone of every node: slabs, and large blocks (one zone an arena). */
 	for (unsigned z = 0; z < NR_ZONES; z++)
-		if (z % MAX_NODES < nr_nodes)
+		if (z % MAX_NODES < nr_nodes && zone_in_use(z))
 			for (struct region *r = uslub_nodes[z].regions; r; r = r->next)
 				walk_region(&w, r, z);
 	for (unsigned z = 0; z < NR_ZONES; z++)
-		if (z % MAX_NODES < nr_nodes)
+		if (z % MAX_NODES < nr_nodes && zone_in_use(z))
 			check_buddy(&w, z);
 	check_caches(&w, nr_nodes);
 

@@ -37,12 +37,17 @@ static uint64_t zone_used(const struct uslub_node *n)
  * malloc_large's peak at 437.6 MiB against 477.6 (glibc 489.8) but faulted 170 thousand
  * pages in against 137, and took 4.4-4.8 s against 2.3-2.7 on a VM where a fault costs
  * the most (tools/bench/results/big-buffers.md). */
-uint64_t uslub_pay_keep(const struct uslub_node *n)
+static uint64_t node_keep(void)
 {
 	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >> 2;
 	if (keep < uslub_trim_threshold)
 		keep = uslub_trim_threshold;
-	keep >>= USLUB_PAGE_SHIFT;
+	return keep >> USLUB_PAGE_SHIFT;
+}
+
+uint64_t uslub_pay_keep(const struct uslub_node *n)
+{
+	uint64_t keep = node_keep();
 	unsigned z = (unsigned)(n - uslub_nodes);
 	if (uslub_nr_arenas == 1 || z < MAX_NODES)
 		return keep;
@@ -69,12 +74,16 @@ struct uslub_node *uslub_other_arena(const struct uslub_node *n, unsigned a)
 	return z >= MAX_NODES && o != n ? o : NULL;
 }
 
-bool uslub_arenas_over(const struct uslub_node *n)
+uint64_t uslub_node_over(const struct uslub_node *n)
 {
-	for (unsigned a = 0; a < uslub_nr_arenas; a++) {
-		struct uslub_node *o = uslub_other_arena(n, a);
-		if (o && uslub_over_keep(o))
-			return true;
-	}
-	return false;
+	unsigned z = (unsigned)(n - uslub_nodes);
+	if (uslub_nr_arenas == 1 || z < MAX_NODES)
+		return uslub_over_keep(n);
+	uint64_t warm = 0;
+	for (unsigned a = 0; a < uslub_nr_arenas; a++)
+		warm += __atomic_load_n(
+		    &uslub_nodes[LARGE_ARENA_ZONE(z % MAX_NODES, a)].warm_free_pages,
+		    __ATOMIC_RELAXED);
+	uint64_t keep = node_keep();
+	return warm > keep ? warm - keep : 0;
 }

@@ -352,10 +352,14 @@ static void put_back(struct uslub_node *n, struct page_desc *batch)
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 {
 	uint64_t keep = uslub_pay_keep(n);
-	/* A peek first: with no more kept than that (in the node's other arenas too),
-	 * nothing is paid, and the look at the span's pages is not made. */
-	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) <= keep && !uslub_arenas_over(n))
+	/* A peek first: with no more kept than that (by the node's arenas together),
+	 * nothing is paid, and the look at the span's pages is not made. Arenas pay no
+	 * more than that together; one zone alone, what its lock's figures say. */
+	uint64_t room = uslub_node_over(n);
+	if (!room)
 		return;
+	if (uslub_nr_arenas == 1 || n < &uslub_nodes[MAX_NODES])
+		room = UINT64_MAX;
 	__atomic_store_n(&n->pay_step, uslub_step_now(), __ATOMIC_RELAXED);
 	/* Which of its pages the program will fault in, from the OS: a warm free block may
 	 * hold pages never touched (a warm half merged with a fresh one counts as warm). */
@@ -372,7 +376,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 	/* Zone n first, then the node's other arenas (page.h, arena.c): two threads'
 	 * arenas, each grown to its own thread's peak, held more than one zone grown to
 	 * the peak of the two. Moved pages are recorded in n, where they now lie. */
-	for (unsigned a = 0; fresh && a <= uslub_nr_arenas; a++) {
+	for (unsigned a = 0; fresh && room && a <= uslub_nr_arenas; a++) {
 		struct uslub_node *o = a ? uslub_other_arena(n, a - 1) : n;
 		if (!o || (a && !uslub_over_keep(o)))
 			continue;
@@ -382,6 +386,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 			uslub_lock(&o->lock, USLUB_LOCK_ZONE);
 			if (o->warm_free_pages > o_keep) {
 				uint64_t over = o->warm_free_pages - o_keep;
+				over = over < room ? over : room;
 				batch = shed_high_locked(o, fresh < over ? fresh : over);
 			}
 			pthread_mutex_unlock(&o->lock);
@@ -399,6 +404,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 				put_back(o, rest);
 			uslub_hand_back(o, batch);
 			fresh -= moved ? moved : pages < fresh ? pages : fresh;
+			room -= room == UINT64_MAX ? 0 : pages < room ? pages : room;
 			if (!moved)
 				break;
 		}
@@ -502,7 +508,9 @@ size_t uslub_hand_back(struct uslub_node *n, struct page_desc *batch)
 	struct page_desc *done = batch;
 	uint64_t blocks = 0;
 	for (unsigned z = 0; z < NR_ZONES; z++)
-		blocks += __atomic_load_n(&uslub_nodes[z].released_blocks, __ATOMIC_RELAXED);
+		if (zone_in_use(z))
+			blocks +=
+			    __atomic_load_n(&uslub_nodes[z].released_blocks, __ATOMIC_RELAXED);
 	for (struct page_desc *d = batch; d; d = d->next) {
 		uint64_t bytes = block_bytes(d->order);
 		/* Memory pages were moved into is mapped afresh (section 10, move.c). */

@@ -178,6 +178,7 @@ void uslub_node_discover(void)
 	uslub_topo.nr_nodes = n;
 	build_order();
 	uslub_hooks.nodes_online(uslub_nr_nodes, n);
+	uslub_pages_use(n, uslub_nr_arenas);
 	__atomic_store_n(&uslub_nr_nodes, n, __ATOMIC_RELEASE);
 	/* Regions made before now (for libnuma's own start-up mallocs) are node 0's and were
 	 * made unbound: bind them as region_new binds every later one. */

@@ -214,6 +214,10 @@ long uslub_pages_decay_wait_ms(void);
 /* Bind every zone's regions to their node (uslub_topo.real_multi): for the regions made
  * before the topology was known; region_new binds the later ones. */
 void uslub_pages_bind_regions(void);
+/* Zones in use from now on: those of `nodes` nodes, with `arenas` large-block zones each
+ * (their lists made), before a thread may take one: at start-up, when libnuma finds more
+ * nodes, and in tests, which ask for more arenas than the machine's CPUs give. */
+void uslub_pages_use(unsigned nodes, unsigned arenas);
 void uslub_pages_lock_all(void);
 void uslub_pages_unlock_all(void);
 /* Walk the buddy lists and check every invariant; 0 when consistent. For tests. */
@@ -380,8 +384,9 @@ unsigned uslub_thread_arena(void);
 uint64_t uslub_over_keep(const struct uslub_node *n);
 /* Arena a of large-block zone n's node, or NULL where that is n or n is a slab zone. */
 struct uslub_node *uslub_other_arena(const struct uslub_node *n, unsigned a);
-/* Whether another arena of large-block zone n's node keeps more than its keep. */
-bool uslub_arenas_over(const struct uslub_node *n);
+/* Warm free pages the arenas of large-block zone n's node keep over what one zone would
+ * keep (a peek; for a slab zone, or one arena, uslub_over_keep). */
+uint64_t uslub_node_over(const struct uslub_node *n);
 
 /* ---- the thread's page cache (pcp.c) ----------------------------------------------- */
 

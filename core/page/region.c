@@ -139,6 +139,8 @@ void uslub_pages_bind_regions(void)
 		return;
 	for (unsigned z = 0; z < NR_ZONES; z++) {
 		struct uslub_node *n = &uslub_nodes[z];
+		if (!zone_in_use(z))
+			continue;
 		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 		/* Only what is mapped: a region maps its pages as it grows. */
 		for (struct region *r = n->regions; r; r = r->next)
@@ -237,6 +239,8 @@ size_t uslub_pages_unmap_free(void)
 	size_t unmapped = 0;
 	for (unsigned z = 0; z < NR_ZONES; z++) {
 		struct uslub_node *n = &uslub_nodes[z];
+		if (!zone_in_use(z))
+			continue;
 		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 		for (struct region *r = n->regions; r; r = r->next) {
 			while (r->grown > FIRST_PAGE) {
