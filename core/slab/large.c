@@ -184,15 +184,20 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	unsigned zone = large_zone_of(t->node, arena, npages);
 	bool aligned = align_order != 0;
 	struct page_desc *d = large_pages(zone, npages, order, aligned, span, false);
-	/* Before the thread's arena grows for a block of more than 1 MiB, the free memory
-	 * of the node's other large-block zones (arena.c says why; for smaller blocks two
-	 * threads took each other's and met at both locks: 512 KiB blocks at 0.4 of the
-	 * rate). After, where it could not grow (a cap, RLIMIT_AS), theirs grown. */
+	/* Before the thread's arena grows, the free memory of the node's other large-block
+	 * zones: a block of more than 1 MiB searched for in each, a smaller one as a free
+	 * block of its order, where the zone's lock is free (arena.c: without it, stress's
+	 * peak rose with the arenas, 100-112 MiB with one, 110-130 with two, 137-159 with
+	 * four; searching for the smaller ones with a wait, two threads met at both locks).
+	 * After, where the thread's arena could not grow (a cap, RLIMIT_AS), theirs grown. */
 	bool big = span || npages > PLACED_PAGES;
 	unsigned others = zone >= MAX_NODES ? uslub_nr_arenas - 1 : 0;
-	for (unsigned a = 1; !d && big && a <= others; a++)
-		d = large_pages(LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas), npages,
-				order, aligned, span, false);
+	for (unsigned a = 1; !d && a <= others; a++) {
+		unsigned oz = LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas);
+		d = big ? large_pages(oz, npages, order, aligned, span, false)
+			: uslub_pages_alloc_exact(oz, order, npages, aligned,
+						  GFP_NOGROW | GFP_TRYLOCK);
+	}
 	if (!d)
 		d = large_pages(zone, npages, order, aligned, span, true);
 	for (unsigned a = 1; !d && a <= others; a++)
