@@ -12,18 +12,20 @@
 
 /* Round robin over the arenas, in the order threads make their first large block. */
 static _Atomic unsigned next_arena;
-/* 1 + the arena's turn; 0 before the thread's first large block. */
-static __thread unsigned char tls_arena;
+/* 1 + the thread's turn, modulo 840 (a multiple of every arena count up to 8: no arena
+ * gets more turns than another at the wrap); 0 before its first large block. */
+#define TURNS 840
+_Static_assert(MAX_ARENAS <= 8, "TURNS is a multiple of every count up to 8");
+static __thread unsigned short tls_turn;
 
 unsigned uslub_thread_arena(void)
 {
-	unsigned a = tls_arena;
-	if (unlikely(!a)) {
-		a = 1 +
-		    atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % MAX_ARENAS;
-		tls_arena = (unsigned char)a;
+	unsigned turn = tls_turn;
+	if (unlikely(!turn)) {
+		turn = 1 + atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % TURNS;
+		tls_turn = (unsigned short)turn;
 	}
-	return (a - 1) % uslub_nr_arenas;
+	return (turn - 1) % uslub_nr_arenas;
 }
 
 /* Pages of zone n's regions not free: its blocks in use, near enough (a block it lent

@@ -183,15 +183,17 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	unsigned arena = uslub_thread_arena();
 	unsigned zone = large_zone_of(t->node, arena, npages);
 	bool aligned = align_order != 0;
-	struct page_desc *d = large_pages(zone, npages, order, aligned, span, false);
 	/* Before the thread's arena grows, the free memory of the node's other large-block
 	 * zones: a block of more than 1 MiB searched for in each, a smaller one as a free
 	 * block of its order, where the zone's lock is free (arena.c: without it, stress's
 	 * peak rose with the arenas, 100-112 MiB with one, 110-130 with two, 137-159 with
 	 * four; searching for the smaller ones with a wait, two threads met at both locks).
-	 * After, where the thread's arena could not grow (a cap, RLIMIT_AS), theirs grown. */
+	 * After, where the thread's arena could not grow (a cap, RLIMIT_AS), theirs grown.
+	 * With no other arena, a big block's search is made once, with the growth. */
 	bool big = span || npages > PLACED_PAGES;
 	unsigned others = zone >= MAX_NODES ? uslub_nr_arenas - 1 : 0;
+	struct page_desc *d =
+	    others || !big ? large_pages(zone, npages, order, aligned, span, false) : NULL;
 	for (unsigned a = 1; !d && a <= others; a++) {
 		unsigned oz = LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas);
 		d = big ? large_pages(oz, npages, order, aligned, span, false)
