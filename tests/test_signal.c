@@ -24,6 +24,9 @@
 #define SLOTS 512
 
 static _Atomic int stop;
+#ifdef __SANITIZE_THREAD__
+static pthread_mutex_t tsan_point = PTHREAD_MUTEX_INITIALIZER;
+#endif
 static _Atomic unsigned long handled, bad;
 /* Signals each worker took, published for the sender, which goes on until each has had
  * WANTED (a pending signal absorbs repeats, so the count sent says little). */
@@ -93,6 +96,16 @@ static void *worker(void *arg)
 		key[k] = r;
 		tu_fill(slot[k], 0, size < 8192 ? size : 8192, key[k]);
 		w->ops++;
+#ifdef __SANITIZE_THREAD__
+		/* TSan holds a signal back until the thread passes one of its interceptors, which
+		 * the small-block worker's lock-free paths seldom do: with the large blocks in a
+		 * zone of the other worker's own (arenas), no lock wait of the small worker's
+		 * passed one either, and 1 run in 5 ended with 201 signals taken in a minute. */
+		if ((w->ops & 1023) == 0) {
+			pthread_mutex_lock(&tsan_point);
+			pthread_mutex_unlock(&tsan_point);
+		}
+#endif
 	}
 	for (unsigned k = 0; k < SLOTS; k++)
 		FREE(slot[k]);
