@@ -2,7 +2,8 @@
  * naturally aligned, marked in its first descriptor, no two free buddies left apart,
  * counts matching the lists), freeing everything restores the free lists exactly,
  * claiming a range takes just those pages, large blocks of more than 1 MiB go to the
- * tightest of the warmest holes (spans to the lowest), and released memory reads back as
+ * tightest of the warmest holes (spans to the lowest) unless the run of a block freed
+ * last is as warm, and released memory reads back as
  * zero and is inaccessible until it is handed out again. */
 #include "thread/thread.h"
 #include "os/os.h"
@@ -161,6 +162,60 @@ static void placed_tightest(void)
 		uslub_pages_free_range(e + 2500, 4096 - 2500);
 	}
 	CHECKF(uslub_pages_check(z) == 0, "zone consistent with all of it back");
+}
+
+/* The runs of the big blocks freed last are looked at before the search (core/page/run.c,
+ * recent_fit): a span goes where a block was freed last rather than to a lower run as
+ * warm, but never to one with fewer warm pages than another place has. The hint ring is
+ * written here where the test needs a run freed "long ago" or "last". */
+static void recent_runs(void)
+{
+	unsigned z = LARGE_ZONE(0);
+	struct uslub_node *n = &uslub_nodes[z];
+	tu_section("a 4.3 MiB span in the run freed last, not a lower one as warm; in a warm "
+		   "run, not a cold one freed last");
+	/* Memory in use (a mapping of its own, never touched), so that the bound does not
+	 * take the live set for collapsed and hand the warm holes back (bound.c). */
+	void *pin = uslub_malloc(40UL << 20);
+	/* 16 MiB written through: holes L = pages [0, 1200) and R = [1400, 2600). */
+	struct page_desc *d = uslub_pages_alloc_span(z, 4096);
+	CHECKF(d != NULL, "16 MiB from the large zone");
+	if (!d) {
+		uslub_free(pin);
+		return;
+	}
+	memset(page_address(d), 1, 16UL << 20);
+	uslub_pages_free_range(d, 1200);
+	pthread_mutex_lock(&n->lock);
+	memset(n->freed, 0, sizeof(n->freed)); /* L was freed long ago */
+	pthread_mutex_unlock(&n->lock);
+	uslub_pages_free_range(d + 1400, 1200);
+	struct page_desc *p = uslub_pages_alloc_span(z, 1100);
+	CHECKF(p && p >= d + 1400 && p + 1100 <= d + 2600,
+	       "the span in R, the run freed last (page %td; L starts at 0)", p ? p - d : -1);
+	if (p)
+		uslub_pages_free_range(p, 1100);
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent");
+	/* Both holes handed back (cold), then L taken, written and freed again (warm) and
+	 * forgotten; R named as freed last. */
+	uslub_release_blocks(z, 0, RELEASE_ALL);
+	CHECKF(uslub_pages_claim(d, 1200) == 0, "L claimed again");
+	memset(page_address(d), 2, 1200UL << USLUB_PAGE_SHIFT);
+	uslub_pages_free_range(d, 1200);
+	pthread_mutex_lock(&n->lock);
+	memset(n->freed, 0, sizeof(n->freed));
+	n->freed[0] = d + 1400;
+	pthread_mutex_unlock(&n->lock);
+	p = uslub_pages_alloc_span(z, 1100);
+	CHECKF(p && p + 1100 <= d + 1200 && p + 1100 > d,
+	       "the span in L, the warm run (page %td), not R, the cold one freed last",
+	       p ? p - d : -1);
+	if (p)
+		uslub_pages_free_range(p, 1100);
+	uslub_pages_free_range(d + 1200, 200);
+	uslub_pages_free_range(d + 2600, 4096 - 2600);
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent with all of it back");
+	uslub_free(pin);
 }
 
 /* A large block that no free block of its order holds is made of neighbouring smaller
@@ -499,6 +554,7 @@ int main(void)
 	random_orders();
 	free_range_and_claim();
 	placed_tightest();
+	recent_runs();
 	large_runs();
 	free_block_ending();
 	release_to_os();

@@ -341,6 +341,8 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 	unsigned flags = npages > PLACED_PAGES ? uslub_pages_unfilled(n, d, npages) : 0;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	uslub_free_range_locked(n, d, npages, flags, (uint16_t)step);
+	if (npages > PLACED_PAGES)
+		n->freed[n->freed_next++ % FREED_HINTS] = d;
 	uslub_note_free(n);
 	uint64_t warm = n->warm_free_pages;
 	pthread_mutex_unlock(&n->lock);

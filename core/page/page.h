@@ -29,6 +29,8 @@ struct uslub_moved {
 	struct moved_piece piece[MOVED_PIECES];
 };
 
+#define FREED_HINTS 4
+
 struct uslub_node {
 	pthread_mutex_t lock;
 	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
@@ -38,6 +40,10 @@ struct uslub_node {
 	/* Large zone: the page after the last large block cut from cold memory, where the
 	 * next one goes when its pages are free and cold (alloc_run). */
 	struct page_desc *large_next;
+	/* A page of each of the last FREED_HINTS blocks of more than PLACED_PAGES freed here
+	 * (ring at freed_next): where a big block's search looks first (run.c, recent_fit). */
+	struct page_desc *freed[FREED_HINTS];
+	unsigned freed_next;
 	uint64_t free_pages;
 	uint64_t warm_free_pages; /* free and probably resident */
 	/* Decay (decay.c, section 6), under the lock but for decay_last. */

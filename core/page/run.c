@@ -368,6 +368,38 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
 			span_consider(f, stretch[i], got);
 }
 
+/* The runs of the blocks of more than PLACED_PAGES freed here last, looked at before the
+ * search: the best place in them is taken when no place can have more warm pages - all
+ * npages warm, or all the zone's warm free pages in it (warm_free_pages counts exactly the
+ * pages warm_in counts) - so what gives way is only the search's tie-break among places
+ * as warm (the lowest address, the tightest run) to the memory freed last, as a program
+ * that replaces a buffer hands it its own run back. The search walked some 22 runs of the
+ * heap for each MiB buffer, 12,000 instructions (tools/bench/results/recent-runs.md).
+ * Hints are pages, not blocks: a page a hint names may since be in use, merged or no
+ * longer grown; it is looked up again here. Under the lock. */
+static struct page_desc *recent_fit(struct uslub_node *n, struct span_fit *f)
+{
+	for (unsigned i = 0; i < FREED_HINTS; i++) {
+		struct page_desc *p = n->freed[i];
+		struct region *r = p ? region_of(p) : NULL;
+		struct page_desc *b =
+		    r && r->node == n && page_index(p) < r->grown ? uslub_free_block_of(p) : NULL;
+		if (!b)
+			n->freed[i] = NULL;
+		else if (!span_seen(f, b))
+			span_fit_run(f, span_start(b));
+	}
+	size_t most = f->npages < n->warm_free_pages ? f->npages : n->warm_free_pages;
+	if (!f->best || f->warm < most)
+		return NULL;
+	struct page_desc *d = span_claim(n, f->best, f->npages);
+	/* What is left of the run past the block is where the next one looks. */
+	for (unsigned i = 0; d && i < FREED_HINTS; i++)
+		if (n->freed[i] >= d && n->freed[i] < d + f->npages)
+			n->freed[i] = d + f->npages;
+	return d;
+}
+
 /* A big buffer's pages come from free memory first, where the most of them are warm:
  * among the runs of free pages that hold npages and start at up to RUN_TRIES free blocks
  * (largest first), a buffer placed at a run's start, at its end, or at a warm block in
@@ -404,8 +436,9 @@ static struct page_desc *alloc_span(unsigned node, size_t npages, bool grow)
 	if (lo > USLUB_MAX_ORDER)
 		lo = USLUB_MAX_ORDER;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+	d = recent_fit(n, &f);
 again:
-	for (unsigned o = USLUB_MAX_ORDER + 1, tries = 0; o-- > lo && tries < RUN_TRIES;)
+	for (unsigned o = USLUB_MAX_ORDER + 1, tries = 0; !d && o-- > lo && tries < RUN_TRIES;)
 		cds_list_for_each_entry(h, &n->free_area[o], list)
 		{
 			if (++tries > RUN_TRIES)
@@ -413,7 +446,7 @@ again:
 			if (!span_seen(&f, h))
 				span_fit_run(&f, span_start(h));
 		}
-	if (f.best)
+	if (!d && f.best)
 		d = span_claim(n, f.best, npages);
 	/* Each step is at most a MAX_BLOCK, and smaller ones (up to USLUB_MAX_ORDER of
 	 * them) align a new region's first pages; a new region (the old one full) starts
