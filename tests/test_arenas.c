@@ -8,10 +8,13 @@
  * - Two threads replacing blocks of 128 KiB - 3 MiB at random, one in four freed by the
  *   other thread: each in its own arena, and every zone's lists and counters consistent.
  *
+ * - A node has four arenas a CPU, up to MAX_ARENAS (one on a machine of one CPU).
+ *
  * With fewer CPUs the node has fewer arenas; the test asks for four before any thread
  * but main has made a large block. */
 #include "page/page.h"
 #include "page/node.h"
+#include "os/os.h"
 #include "test_util.h"
 
 #include <pthread.h>
@@ -242,6 +245,11 @@ int main(int argc, char **argv)
 	tu_clean_env(argv);
 	(void)argc;
 	FREE(MALLOC(1)); /* start-up and this thread's state */
+	/* Four arenas a CPU of a node, up to MAX_ARENAS; one where there is one CPU. */
+	unsigned cpus = uslub_os_ncpus(), want = cpus > 1 ? 4 * cpus / uslub_nr_nodes : 1;
+	want = want < 1 ? 1 : want > MAX_ARENAS ? MAX_ARENAS : want;
+	tu_section("%u arenas a node for %u CPUs in %u nodes", want, cpus, uslub_nr_nodes);
+	CHECKF(uslub_nr_arenas == want, "%u arenas", uslub_nr_arenas);
 	if (uslub_nr_arenas < 4)
 		uslub_pages_use(uslub_nr_nodes, 4);
 	others_pay();

@@ -88,10 +88,15 @@ void uslub_node_init(void)
 	uslub_topo.search_local = uslub_config.numa_noskip;
 	build_order();
 	uslub_nr_nodes = uslub_topo.nr_nodes;
-	/* One large-block zone for each CPU of a node, up to MAX_ARENAS (page.h): jemalloc
-	 * makes four arenas a CPU; one is enough for threads to meet only when more of them
-	 * run than there are CPUs. */
-	unsigned per_node = uslub_os_ncpus() / uslub_nr_nodes;
+	/* Four large-block zones for each CPU of a node, up to MAX_ARENAS (page.h), as
+	 * jemalloc makes four arenas a CPU, and one where there is one CPU (as it does too).
+	 * With one a CPU, threads met at an arena's lock as soon as more of them ran than
+	 * there were CPUs, and a holder preempted in a span search kept the others of its
+	 * arena waiting: 8 threads replacing blocks of up to 2 MiB on 2 CPUs ran at 0.35
+	 * million a second against 0.64 with four a CPU (tools/bench/results/recent-runs.md).
+	 * A machine of 8 CPUs a node or more has MAX_ARENAS either way. */
+	unsigned ncpus = uslub_os_ncpus();
+	unsigned per_node = ncpus > 1 ? 4 * ncpus / uslub_nr_nodes : 1;
 	uslub_nr_arenas = per_node < 1 ? 1 : per_node > MAX_ARENAS ? MAX_ARENAS : per_node;
 }
 
