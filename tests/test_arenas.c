@@ -7,7 +7,6 @@
  * - A block of more than 1 MiB takes another arena's free pages before its own grows.
  * - Two threads replacing blocks of 128 KiB - 3 MiB at random, one in four freed by the
  *   other thread: each in its own arena, and every zone's lists and counters consistent.
- *
  * - A node has four arenas a CPU, up to MAX_ARENAS (one on a machine of one CPU).
  *
  * With fewer CPUs the node has fewer arenas; the test asks for four before any thread
