@@ -377,6 +377,13 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
  * heap for each MiB buffer, 12,000 instructions (tools/bench/results/recent-runs.md).
  * Hints are pages, not blocks: a page a hint names may since be in use, merged or no
  * longer grown; it is looked up again here. Under the lock. */
+/* The most warm pages a place for npages can have in zone n: no place beats one that has
+ * them. Under the lock. */
+static size_t warm_most(const struct uslub_node *n, size_t npages)
+{
+	return npages < n->warm_free_pages ? npages : n->warm_free_pages;
+}
+
 static struct page_desc *recent_fit(struct uslub_node *n, struct span_fit *f)
 {
 	for (unsigned i = 0; i < FREED_HINTS; i++) {
@@ -389,8 +396,7 @@ static struct page_desc *recent_fit(struct uslub_node *n, struct span_fit *f)
 		else if (!span_seen(f, b))
 			span_fit_run(f, span_start(b));
 	}
-	size_t most = f->npages < n->warm_free_pages ? f->npages : n->warm_free_pages;
-	if (!f->best || f->warm < most)
+	if (!f->best || f->warm < warm_most(n, f->npages))
 		return NULL;
 	struct page_desc *d = span_claim(n, f->best, f->npages);
 	/* What is left of the run past the block is where the next one looks. */
@@ -437,14 +443,26 @@ static struct page_desc *alloc_span(unsigned node, size_t npages, bool grow)
 		lo = USLUB_MAX_ORDER;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	d = recent_fit(n, &f);
-again:
-	for (unsigned o = USLUB_MAX_ORDER + 1, tries = 0; !d && o-- > lo && tries < RUN_TRIES;)
+again:;
+	/* The search stops at the first place no other can beat on warm pages, as the recent
+	 * runs' look does: the lists hold warm blocks newest first, so that is memory freed
+	 * recently, and the tie-break by address or run length is left to places found
+	 * otherwise. Searching on cost the misses of the recent runs 12,000 instructions
+	 * (22% of the searches of 2 MiB blocks): 1.17x at 2 MiB and 1.12x at 4 MiB on one
+	 * thread, and malloc_large's peak 474.8 MiB against 483.8
+	 * (tools/bench/results/recent-runs.md). */
+	size_t most = warm_most(n, npages);
+	bool done = d || (f.best && f.warm >= most);
+	for (unsigned o = USLUB_MAX_ORDER + 1, tries = 0; !done && o-- > lo && tries < RUN_TRIES;)
 		cds_list_for_each_entry(h, &n->free_area[o], list)
 		{
 			if (++tries > RUN_TRIES)
 				break;
-			if (!span_seen(&f, h))
-				span_fit_run(&f, span_start(h));
+			if (span_seen(&f, h))
+				continue;
+			span_fit_run(&f, span_start(h));
+			if ((done = f.best && f.warm >= most))
+				break;
 		}
 	if (!d && f.best)
 		d = span_claim(n, f.best, npages);
