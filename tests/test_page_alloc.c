@@ -3,7 +3,7 @@
  * counts matching the lists), freeing everything restores the free lists exactly,
  * claiming a range takes just those pages, large blocks of more than 1 MiB go to the
  * tightest of the warmest holes (spans to the lowest) unless the run of a block freed
- * last is as warm, and released memory reads back as
+ * last, or a hole found first, is as warm as any can be, and released memory reads back as
  * zero and is inaccessible until it is handed out again. */
 #include "thread/thread.h"
 #include "os/os.h"
@@ -214,6 +214,43 @@ static void recent_runs(void)
 		uslub_pages_free_range(p, 1100);
 	uslub_pages_free_range(d + 1200, 200);
 	uslub_pages_free_range(d + 2600, 4096 - 2600);
+	CHECKF(uslub_pages_check(z) == 0, "zone consistent with all of it back");
+	uslub_free(pin);
+}
+
+/* The search stops at the first place no other can beat on warm pages (core/page/run.c,
+ * alloc_span): warm blocks head their lists newest first, so of two warm holes that both
+ * hold a span, the one freed last takes it, though the other lies lower. */
+static void search_stops_early(void)
+{
+	unsigned z = LARGE_ZONE(0);
+	struct uslub_node *n = &uslub_nodes[z];
+	tu_section("a 4.3 MiB span in the warm hole freed last, found first, not the lower one");
+	void *pin = uslub_malloc(40UL << 20); /* the bound, as above */
+	struct page_desc *d = uslub_pages_alloc_span(z, 7168);
+	CHECKF(d != NULL, "28 MiB from the large zone");
+	if (!d) {
+		uslub_free(pin);
+		return;
+	}
+	memset(page_address(d), 1, 7168UL << USLUB_PAGE_SHIFT);
+	/* Holes of two naturally aligned max-order blocks each: L at k, R at k + 3072. */
+	size_t k = (size_t)(-page_index(d) & ((1UL << USLUB_MAX_ORDER) - 1));
+	struct page_desc *l = d + k, *r = d + k + 3072;
+	uslub_pages_free_range(l, 2048);
+	uslub_pages_free_range(r, 2048);
+	pthread_mutex_lock(&n->lock);
+	memset(n->freed, 0, sizeof(n->freed)); /* neither is a recent run */
+	pthread_mutex_unlock(&n->lock);
+	struct page_desc *p = uslub_pages_alloc_span(z, 1100);
+	CHECKF(p && p >= r && p + 1100 <= r + 2048,
+	       "the span in R, freed last (page %td of the 28 MiB; L at %zu, R at %zu)",
+	       p ? p - d : -1, k, k + 3072);
+	if (p)
+		uslub_pages_free_range(p, 1100);
+	uslub_pages_free_range(d, k);
+	uslub_pages_free_range(l + 2048, 1024);
+	uslub_pages_free_range(r + 2048, 7168 - (k + 5120));
 	CHECKF(uslub_pages_check(z) == 0, "zone consistent with all of it back");
 	uslub_free(pin);
 }
@@ -555,6 +592,7 @@ int main(void)
 	free_range_and_claim();
 	placed_tightest();
 	recent_runs();
+	search_stops_early();
 	large_runs();
 	free_block_ending();
 	release_to_os();
