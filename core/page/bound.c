@@ -142,7 +142,7 @@ void uslub_pages_bound(void)
 		    n->warm_free_pages ? uslub_shed_locked(n, step, keep, 0) : NULL;
 		if (batch)
 			n->bound_sheds++;
-		pthread_mutex_unlock(&n->lock);
+		uslub_zone_unlock(n);
 		if (batch)
 			uslub_hand_back(n, batch);
 	}

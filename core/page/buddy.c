@@ -58,8 +58,6 @@ static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned orde
 	} else {
 		cds_list_add(&d->list, &n->free_area[order]);
 		n->warm_free_pages += 1UL << order;
-		atomic_fetch_add_explicit(&uslub_warm_pages_all, 1UL << order,
-					  memory_order_relaxed);
 		n->nr_warm[order]++;
 		d->objects = stamp;
 	}
@@ -75,8 +73,6 @@ void uslub_list_remove(struct uslub_node *n, struct page_desc *d)
 	n->free_pages -= 1UL << order;
 	if (!(d->flags & PF_COLD)) {
 		n->warm_free_pages -= 1UL << order;
-		atomic_fetch_sub_explicit(&uslub_warm_pages_all, 1UL << order,
-					  memory_order_relaxed);
 		n->nr_warm[order]--;
 	} else if (d->flags & PF_RELEASED) {
 		n->released_free_pages -= 1UL << order;
@@ -194,7 +190,7 @@ struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, un
 		/* The halves split off above stay uncounted; only this block returns. */
 		uslub_mapped_add(block_bytes(order));
 	}
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	/* Handed back, it was made inaccessible (decay.c): accessible again, or - where the
 	 * OS refuses - back to the lists as it was, and no block. */
 	if ((flags & PF_RELEASED) &&
@@ -202,7 +198,7 @@ struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, un
 		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 		atomic_fetch_sub(&uslub_mapped_bytes, block_bytes(order));
 		uslub_free_one(n, d, order, flags, 0);
-		pthread_mutex_unlock(&n->lock);
+		uslub_zone_unlock(n);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -230,7 +226,7 @@ static struct page_desc *borrow_from(unsigned other, unsigned order, unsigned gf
 	uslub_lock(&o->lock, USLUB_LOCK_ZONE);
 	struct page_desc *d = uslub_find_block(o, order, gfp);
 	if (!d) {
-		pthread_mutex_unlock(&o->lock);
+		uslub_zone_unlock(o);
 		return NULL;
 	}
 	return uslub_take_block(o, d, order);
@@ -251,7 +247,7 @@ static struct page_desc *borrow(unsigned node, unsigned order, unsigned gfp)
 void uslub_reclaim_locked(struct uslub_node *n, unsigned node)
 {
 	n->reclaims++;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
 	for (unsigned a = 0; a < uslub_nr_arenas; a++)
 		uslub_release_blocks(LARGE_ARENA_ZONE(node % MAX_NODES, a), 0, RELEASE_ALL);
@@ -274,7 +270,7 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 	while (!(d = uslub_find_block(n, order, gfp))) {
 		if (gfp & GFP_NOGROW) {
 			n->nowait_misses++;
-			pthread_mutex_unlock(&n->lock);
+			uslub_zone_unlock(n);
 			return NULL;
 		}
 		/* The large zone borrows before it grows; the slab zone only when it cannot
@@ -283,7 +279,7 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 			continue;
 		if (!borrowed) {
 			/* One zone's lock at a time: no order between the two to keep. */
-			pthread_mutex_unlock(&n->lock);
+			uslub_zone_unlock(n);
 			d = borrow(node, order, gfp);
 			if (d)
 				return d;
@@ -294,7 +290,7 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		if (uslub_grow(n, order) == 0)
 			continue;
 		if (reclaimed || !uslub_config.mem_limit) {
-			pthread_mutex_unlock(&n->lock);
+			uslub_zone_unlock(n);
 			errno = ENOMEM;
 			return NULL;
 		}
@@ -345,7 +341,7 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 		n->freed[n->freed_next++ % FREED_HINTS] = d;
 	uslub_note_free(n);
 	uint64_t warm = n->warm_free_pages;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	if (step != atomic_load_explicit(&n->decay_last, memory_order_relaxed))
 		uslub_decay_zone(n, step);
 	uslub_pages_bound();
@@ -374,7 +370,7 @@ void uslub_pages_free_blocks(struct page_desc *const *ds, const uint16_t *npages
 		if (zone != n) {
 			if (n) {
 				uslub_note_free(n);
-				pthread_mutex_unlock(&n->lock);
+				uslub_zone_unlock(n);
 			}
 			n = zone;
 			uslub_lock(&n->lock, USLUB_LOCK_ZONE);
@@ -385,7 +381,7 @@ void uslub_pages_free_blocks(struct page_desc *const *ds, const uint16_t *npages
 		return;
 	uslub_note_free(n);
 	warm = n->warm_free_pages;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	if (step != atomic_load_explicit(&n->decay_last, memory_order_relaxed))
 		uslub_decay_zone(n, step);
 	uslub_pages_bound();
@@ -448,7 +444,7 @@ static void lock_quiet(struct uslub_node *n)
 {
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	while (n->handing_back) {
-		pthread_mutex_unlock(&n->lock);
+		uslub_zone_unlock(n);
 		uslub_os_yield();
 		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	}
@@ -529,6 +525,6 @@ int uslub_pages_check(unsigned node)
 	if (free_pages != n->free_pages || warm != n->warm_free_pages ||
 	    released != n->released_free_pages)
 		bad |= 32;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	return bad;
 }

@@ -292,7 +292,7 @@ size_t uslub_decay_zone(struct uslub_node *n, uint32_t step)
 	struct page_desc *batch = uslub_shed_locked(n, step, keep, DECAY_MIN_AGE);
 	if (batch)
 		n->decay_passes++;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	if (!batch)
 		return 0;
 	return uslub_hand_back(n, batch);
@@ -346,7 +346,7 @@ static void put_back(struct uslub_node *n, struct page_desc *batch)
 		d->next = NULL;
 		uslub_free_one(n, d, d->order, d->flags, d->objects);
 	}
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 }
 
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
@@ -389,7 +389,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 				over = over < room ? over : room;
 				batch = shed_high_locked(o, fresh < over ? fresh : over);
 			}
-			pthread_mutex_unlock(&o->lock);
+			uslub_zone_unlock(o);
 			if (!batch)
 				break;
 			uint64_t pages = 0;
@@ -437,7 +437,7 @@ static bool zone_warm(struct uslub_node *n)
 {
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	bool warm = n->warm_free_pages != 0;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	return warm;
 }
 
@@ -494,7 +494,7 @@ size_t uslub_release_blocks(unsigned node, uint64_t keep, enum release_mode mode
 	}
 	if (batch)
 		n->handing_back++;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	if (!batch)
 		return 0;
 	return uslub_hand_back(n, batch);
@@ -553,7 +553,7 @@ size_t uslub_hand_back(struct uslub_node *n, struct page_desc *batch)
 	__atomic_fetch_add(&n->released_bytes, released, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&n->release_calls, 1, __ATOMIC_RELAXED);
 	n->handing_back--;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	return released;
 }
 

@@ -112,7 +112,7 @@ bool uslub_moved_take(struct uslub_node *n, void *addr, size_t size)
 	struct uslub_moved *m = moved_of(n);
 	unsigned i = moved_first(m, lo);
 	bool met = i < m->count && m->piece[i].lo < hi && moved_carve(m, lo, hi);
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	return met;
 }
 
@@ -186,7 +186,7 @@ size_t uslub_pages_move(struct uslub_node *n, struct page_desc *span, size_t npa
 	if (ranges > MOVE_RANGES)
 		ranges = MOVE_RANGES;
 	moved_of(n)->reserved += 2 * ranges;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	if (!ranges)
 		return 0;
 
@@ -254,6 +254,6 @@ out:
 		moved_add(moved_of(n), done[i].lo, done[i].hi);
 	moved_of(n)->reserved -= 2 * (ranges - nr);
 	n->moved_pages += moved;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	return moved;
 }

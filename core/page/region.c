@@ -145,7 +145,7 @@ void uslub_pages_bind_regions(void)
 		/* Only what is mapped: a region maps its pages as it grows. */
 		for (struct region *r = n->regions; r; r = r->next)
 			uslub_os_bind(r, r->grown << USLUB_PAGE_SHIFT, r->nid);
-		pthread_mutex_unlock(&n->lock);
+		uslub_zone_unlock(n);
 	}
 }
 
@@ -263,7 +263,7 @@ size_t uslub_pages_unmap_free(void)
 				unmapped += bytes;
 			}
 		}
-		pthread_mutex_unlock(&n->lock);
+		uslub_zone_unlock(n);
 	}
 	return unmapped;
 }

@@ -58,7 +58,7 @@ int uslub_pages_claim(struct page_desc *d, size_t npages)
 		return -1;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	int rc = claim_locked(n, d, npages);
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	return rc;
 }
 
@@ -160,7 +160,7 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 		struct page_desc *h = next_fit(n, npages);
 		if (h) {
 			n->large_next = h + npages;
-			pthread_mutex_unlock(&n->lock);
+			uslub_zone_unlock(n);
 			h->flags = 0;
 			h->order = (uint8_t)order;
 			return h;
@@ -183,7 +183,7 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 			/* From the start of the free pages: all of them before d, or some of
 			 * d's block too. */
 			d -= k;
-			pthread_mutex_unlock(&n->lock);
+			uslub_zone_unlock(n);
 			d->flags = 0;
 			d->order = (uint8_t)order;
 			return d;
@@ -206,13 +206,13 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 				continue;
 			n->runs++;
 			n->large_next = h + npages;
-			pthread_mutex_unlock(&n->lock);
+			uslub_zone_unlock(n);
 			h->flags = 0;
 			h->order = (uint8_t)order;
 			return h;
 		}
 	}
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	return NULL;
 }
 
@@ -239,7 +239,7 @@ struct page_desc *uslub_pages_alloc_exact(unsigned node, unsigned order, size_t 
 	uslub_free_range_locked(n, rest, (size_t)(end - rest), flags, (uint16_t)uslub_step_now());
 	if (n == &uslub_nodes[node])
 		n->large_next = start + npages;
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	return start;
 }
 
@@ -486,7 +486,7 @@ again:;
 		f = (struct span_fit){.npages = npages};
 		goto again;
 	}
-	pthread_mutex_unlock(&n->lock);
+	uslub_zone_unlock(n);
 	if (!d)
 		errno = ENOMEM;
 	else if (npages > (1UL << USLUB_MAX_ORDER))
