@@ -24,6 +24,7 @@
 #include "os/vg.h"
 
 #include <errno.h>
+#include <limits.h>
 
 struct uslub_node uslub_nodes[NR_ZONES];
 _Atomic uint64_t uslub_warm_pages_all;
@@ -316,9 +317,15 @@ void uslub_free_range_locked(struct uslub_node *n, struct page_desc *d, size_t n
 {
 	uintptr_t idx = page_index(d);
 	while (npages) {
-		unsigned o = 0;
-		while (o < USLUB_MAX_ORDER && !(idx & (1UL << o)) && (2UL << o) <= npages)
-			o++;
+		/* The largest block that starts at idx and fits: the lowest set bit of idx, the
+		 * highest of npages (a loop of one step an order cost a 2 MiB block's free some
+		 * 180 instructions). */
+		unsigned o =
+		    (unsigned)(sizeof(long) * CHAR_BIT - 1) - (unsigned)__builtin_clzl(npages);
+		if (idx && (unsigned)__builtin_ctzl(idx) < o)
+			o = (unsigned)__builtin_ctzl(idx);
+		if (o > USLUB_MAX_ORDER)
+			o = USLUB_MAX_ORDER;
 		uslub_free_one(n, d, o, flags, stamp);
 		d += 1UL << o;
 		idx += 1UL << o;
