@@ -489,14 +489,27 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 		}
 	}
 	unsigned n = cc->sheaf_count;
+	bool opening = !cc->sheaf_cap;
 	uslub_sheaf_open(t, cc, cls);
 	if (!cc->sheaf_cap) {
 		uslub_slab_object_free(c, page_desc_of(p)->head, p, uslub_tls_thread);
 		return;
 	}
 	if (n < cc->sheaf_cap) {
-		/* The sheaf was just opened: empty. A push, counted as the fast path's are
-		 * (types.h, uslub_cc_stat). */
+		/* The thread's first free of the class opened the sheaf. An object from a
+		 * slab the thread does not hold - an early object, from a slab every thread
+		 * takes from, or one another thread made and handed over - goes back to its
+		 * slab, not into the sheaf, and the sheaf's first refill takes a slab: a
+		 * sheaf hands back what it was given last, so a thread that allocates and
+		 * frees one object in a loop kept that object for good, in a cache line with
+		 * other threads' objects (false_sharing: 9-17 s instead of 0.8 in one run of
+		 * 6 to 24, tools/bench/results/false-sharing.md). */
+		if (opening && page_desc_of(p)->head->owner != t) {
+			cc->shared_refills = SHARED_REFILLS;
+			uslub_slab_object_free(c, page_desc_of(p)->head, p, t);
+			return;
+		}
+		/* A push, counted as the fast path's are (types.h, uslub_cc_stat). */
 		mark_free(p);
 		cc->sheaf[n] = p;
 		uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
