@@ -101,6 +101,12 @@ static void phase(const char *name, bool passive)
 int main(void)
 {
 	FREE(MALLOC(1)); /* start-up */
+	const struct uslub_cache *c = &uslub_caches[uslub_size_to_class(8)];
+	if (c->debug || !c->sheaf_capacity) {
+		/* ASan makes every cache a debug cache, with red zones and no sheaves. */
+		printf("test_false_sharing: no sheaves in this build: skipped\n");
+		return 0;
+	}
 	phase("active", false);
 	phase("passive", true);
 	return tu_summary("test_false_sharing");
