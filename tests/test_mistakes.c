@@ -148,13 +148,14 @@ static void m_uaf_write(size_t n)
 	poke(p, 0);
 }
 
-/* The size's sheaf opened first: a thread's first free of a class of an object from a slab
- * other threads take from sends it back to its slab (sheaf.c), whose free list a write
- * after free then corrupts, and the malloc after it stops the program. Here the block
- * goes where a thread's frees go from then on. */
+/* The size's sheaf opened first: a thread's first frees of small objects from a slab other
+ * threads take from send them back to their slab (sheaf.c), whose free list a write after
+ * free then corrupts, and the malloc after it stops the program. Here the block goes
+ * where a thread's frees go from then on. */
 static void m_uaf_write_malloc(size_t n)
 {
-	free(launder(malloc(n)));
+	for (int i = 0; i < 4; i++)
+		free(launder(malloc(n)));
 	char *p = malloc(n);
 	free(p);
 	poke(p, 0);

@@ -131,6 +131,8 @@ static unsigned sheaf_move(struct cache_cpu *cc, unsigned what, unsigned n)
  * of 1, 2 and 4 took before there were early objects. */
 #define SHARED_REFILLS 1
 #define SHARED_REFILL  4
+/* A cache line (x86-64, most arm64 cores): objects below it share lines (uslub_sheaf_overflow). */
+#define LINE_BYTES 64
 
 /* Up to `want` free objects off the remote list of s, an unfrozen slab on the node's
  * partial list, under the node's list_lock: only list_lock holders take from such a list
@@ -489,30 +491,43 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 		}
 	}
 	unsigned n = cc->sheaf_count;
-	bool opening = !cc->sheaf_cap;
+	/* An object of less than a cache line from a slab the thread does not hold, freed
+	 * while its sheaf is closed - an early object, from a slab every thread takes from,
+	 * or one another thread made and handed over - goes back to its slab, not into the
+	 * sheaf: a sheaf hands back what it was given last, so a thread that allocates and
+	 * frees one object in a loop kept that object for good, in a cache line with other
+	 * threads' (false_sharing: 3-17 s instead of 0.8 in one run of 6 to 24,
+	 * tools/bench/results/false-sharing.md). The sheaf stays closed for as many such
+	 * frees as a thread has early objects, which a thread that frees a few blocks and
+	 * parks uses up no further; the next opens it, and its first refill then takes a
+	 * slab of the thread's own instead of more shared objects (a slab each for every
+	 * small class a thread had freed in, at once, cost such a thread 48 KiB instead of
+	 * 35). Objects of a line or more begin in lines of their own. The owner is another
+	 * thread's to change (a slab it lets go): a stale read only sends an object one way
+	 * or the other. */
+	if (!cc->sheaf_cap && c->stride < LINE_BYTES && t->state == THREAD_LIVE) {
+		struct page_desc *s = page_desc_of(p)->head;
+		if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != t) {
+			if (t->early[cls] < EARLY_OBJECTS) {
+				/* The last: the next malloc opens the sheaf. */
+				if (++t->early[cls] == EARLY_OBJECTS)
+					cc->shared_refills = SHARED_REFILLS;
+			} else {
+				uslub_sheaf_open(t, cc, cls);
+				cc->shared_refills = SHARED_REFILLS;
+			}
+			uslub_slab_object_free(c, s, p, t);
+			return;
+		}
+	}
 	uslub_sheaf_open(t, cc, cls);
 	if (!cc->sheaf_cap) {
 		uslub_slab_object_free(c, page_desc_of(p)->head, p, uslub_tls_thread);
 		return;
 	}
 	if (n < cc->sheaf_cap) {
-		/* The thread's first free of the class opened the sheaf. An object from a
-		 * slab the thread does not hold - an early object, from a slab every thread
-		 * takes from, or one another thread made and handed over - goes back to its
-		 * slab, not into the sheaf, and the sheaf's first refill takes a slab: a
-		 * sheaf hands back what it was given last, so a thread that allocates and
-		 * frees one object in a loop kept that object for good, in a cache line with
-		 * other threads' objects (false_sharing: 3-17 s instead of 0.8 in one run of
-		 * 6 to 24, tools/bench/results/false-sharing.md). The owner is another
-		 * thread's to change (a slab it lets go): a stale read only sends an object
-		 * one way or the other. */
-		struct page_desc *s = page_desc_of(p)->head;
-		if (opening && __atomic_load_n(&s->owner, __ATOMIC_RELAXED) != t) {
-			cc->shared_refills = SHARED_REFILLS;
-			uslub_slab_object_free(c, s, p, t);
-			return;
-		}
-		/* A push, counted as the fast path's are (types.h, uslub_cc_stat). */
+		/* The sheaf was just opened: empty. A push, counted as the fast path's are
+		 * (types.h, uslub_cc_stat). */
 		mark_free(p);
 		cc->sheaf[n] = p;
 		uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
