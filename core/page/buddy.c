@@ -322,8 +322,9 @@ void uslub_free_range_locked(struct uslub_node *n, struct page_desc *d, size_t n
 		 * 180 instructions). */
 		unsigned o =
 		    (unsigned)(sizeof(long) * CHAR_BIT - 1) - (unsigned)__builtin_clzl(npages);
-		if (idx && (unsigned)__builtin_ctzl(idx) < o)
-			o = (unsigned)__builtin_ctzl(idx);
+		unsigned low = idx ? (unsigned)__builtin_ctzl(idx) : o;
+		if (low < o)
+			o = low;
 		if (o > USLUB_MAX_ORDER)
 			o = USLUB_MAX_ORDER;
 		uslub_free_one(n, d, o, flags, stamp);

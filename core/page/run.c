@@ -368,6 +368,13 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
 			span_consider(f, stretch[i], got);
 }
 
+/* The most warm pages a place for npages can have in zone n: no place beats one that has
+ * them. Under the lock. */
+static size_t warm_most(const struct uslub_node *n, size_t npages)
+{
+	return npages < n->warm_free_pages ? npages : n->warm_free_pages;
+}
+
 /* The runs of the blocks of more than PLACED_PAGES freed here last, looked at before the
  * search: the best place in them is taken when no place can have more warm pages - all
  * npages warm, or all the zone's warm free pages in it (warm_free_pages counts exactly the
@@ -377,13 +384,6 @@ static void span_fit_run(struct span_fit *f, struct page_desc *start)
  * heap for each MiB buffer, 12,000 instructions (tools/bench/results/recent-runs.md).
  * Hints are pages, not blocks: a page a hint names may since be in use, merged or no
  * longer grown; it is looked up again here. Under the lock. */
-/* The most warm pages a place for npages can have in zone n: no place beats one that has
- * them. Under the lock. */
-static size_t warm_most(const struct uslub_node *n, size_t npages)
-{
-	return npages < n->warm_free_pages ? npages : n->warm_free_pages;
-}
-
 static struct page_desc *recent_fit(struct uslub_node *n, struct span_fit *f)
 {
 	for (unsigned i = 0; i < FREED_HINTS; i++) {
