@@ -575,6 +575,135 @@ static void idle_drain(void)
 	free(pk);
 }
 
+/* A sheaf of objects above SHEAF_SMALL opens short and grows as a random walk needs it:
+ * a thread that only allocates (a producer) keeps SHEAF_START, one turn from allocating
+ * to freeing grows it by SHEAF_GROW, and a working set replaced at random takes it to the
+ * cache's capacity. */
+struct sheaf_walk {
+	unsigned after_allocs, after_frees, after_walk, capacity;
+	bool open_short;
+};
+
+static void *walk_a_sheaf(void *arg)
+{
+	struct sheaf_walk *w = arg;
+	enum { N = 200, LIVE = 64 };
+	const size_t size = 1024;
+	unsigned k = uslub_size_to_class(size);
+	static void *p[N];
+	for (unsigned i = 0; i < N; i++)
+		p[i] = uslub_malloc(size);
+	struct cache_cpu *cc = &uslub_tls_thread->cpu[k];
+	w->capacity = uslub_caches[k].sheaf_capacity;
+	w->open_short = uslub_sheaf_start(&uslub_caches[k]) == SHEAF_START;
+	w->after_allocs = cc->sheaf_cap;
+	for (unsigned i = 0; i < N; i++)
+		uslub_free(p[i]);
+	w->after_frees = cc->sheaf_cap;
+	uint64_t rng = 12345;
+	for (unsigned i = 0; i < LIVE; i++)
+		p[i] = uslub_malloc(size);
+	for (unsigned step = 0; step < 100000; step++) {
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		unsigned i = (unsigned)(rng >> 33) % LIVE;
+		if (p[i]) {
+			uslub_free(p[i]);
+			p[i] = NULL;
+		} else {
+			p[i] = uslub_malloc(size);
+		}
+	}
+	w->after_walk = cc->sheaf_cap;
+	for (unsigned i = 0; i < LIVE; i++)
+		uslub_free(p[i]);
+	return NULL;
+}
+
+static void sheaf_start(void)
+{
+	if (uslub_caches[uslub_size_to_class(1024)].debug) {
+		printf(
+		    "  sheaf_start: skipped, a debug cache (USLUB_DEBUG, a sanitizer) has none\n");
+		return;
+	}
+	struct sheaf_walk w = {0};
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, walk_a_sheaf, &w) == 0);
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECKF(w.open_short && w.capacity > SHEAF_START,
+	       "kmalloc-1k's sheaf opens short (%u of %u)", SHEAF_START, w.capacity);
+	CHECKF(w.after_allocs == SHEAF_START,
+	       "a thread that only allocated keeps its sheaf at %u (%u)", SHEAF_START,
+	       w.after_allocs);
+	CHECKF(w.after_frees == SHEAF_START + SHEAF_GROW,
+	       "one turn from allocating to freeing grows it by %u (%u)", SHEAF_GROW,
+	       w.after_frees);
+	CHECKF(w.after_walk == w.capacity, "a random walk takes it to the capacity (%u of %u)",
+	       w.after_walk, w.capacity);
+}
+
+/* A thread's first objects of a cache of a line or more come from its barn when the barn
+ * holds some: objects other threads freed are used again before shared slabs give more,
+ * so a barn that only a consumer fills (a parent freeing what its short-lived children
+ * left) is emptied by the children's first allocations, not only by their refills. */
+struct barn_early {
+	unsigned shard, before, after;
+	void *top, *got;
+	bool same_shard;
+};
+
+static void *fill_barn(void *arg)
+{
+	struct batch *b = arg;
+	for (unsigned i = 0; i < b->n; i++)
+		uslub_free(b->objs[i]);
+	return (void *)(uintptr_t)uslub_tls_thread->barn_shard;
+}
+
+static void *early_from_barn(void *arg)
+{
+	struct barn_early *e = arg;
+	unsigned k = uslub_size_to_class(1024);
+	uslub_free(uslub_malloc(16)); /* a state, with kmalloc-1k untouched */
+	e->same_shard = uslub_tls_thread->barn_shard == e->shard;
+	if (!e->same_shard)
+		return NULL;
+	struct barn *b = my_barn(k);
+	e->before = b ? b->count : 0;
+	e->top = b && b->count ? b->objects[b->count - 1] : NULL;
+	e->got = uslub_malloc(1024);
+	e->after = b ? b->count : 0;
+	uslub_free(e->got);
+	return NULL;
+}
+
+static void barn_early(void)
+{
+	if (uslub_caches[uslub_size_to_class(1024)].debug) {
+		printf(
+		    "  barn_early: skipped, a debug cache (USLUB_DEBUG, a sanitizer) has none\n");
+		return;
+	}
+	/* A thread that only frees 100 objects of 1 KiB leaves most of them in its barn. */
+	struct batch *b = foreign_objects(1024, 100);
+	pthread_t th;
+	void *shard;
+	CHECK(pthread_create(&th, NULL, fill_barn, b) == 0);
+	CHECK(pthread_join(th, &shard) == 0);
+	struct barn_early e = {.shard = (unsigned)(uintptr_t)shard};
+	for (unsigned tries = 0; tries < 2 * BARN_SHARDS && !e.same_shard; tries++) {
+		CHECK(pthread_create(&th, NULL, early_from_barn, &e) == 0);
+		CHECK(pthread_join(th, NULL) == 0);
+	}
+	CHECKF(e.same_shard && e.before > 0,
+	       "a thread of the same barn found it holding objects (%u)", e.before);
+	CHECKF(e.got == e.top && e.after == e.before - 1,
+	       "its first object of the cache is the barn's top one (%p, top %p; %u -> %u)", e.got,
+	       e.top, e.before, e.after);
+	uslub_malloc_trim(0);
+	free(b);
+}
+
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up and this thread's state */
@@ -589,6 +718,8 @@ int main(void)
 	thread_exit_flush();
 	set_sheaves(true);
 	sheaves();
+	sheaf_start();
+	barn_early();
 	idle_drain();
 	CHECKF(uslub_pages_check(0) == 0, "page allocator consistent at the end");
 	return tu_summary("test_slab");

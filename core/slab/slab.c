@@ -112,17 +112,18 @@
  *    from the thread's slab (its freelist, then SLUB's refill order), and a full sheaf
  *    goes to the barn, else back to its slabs. The barn is per node and cache: full
  *    sheaves left by threads whose frees outrun their allocations, for threads of the node
- *    whose allocations outrun their frees (up to 1 MiB of objects a cache, 8 to 36
+ *    whose allocations outrun their frees (up to 4 MiB of objects a cache, 8 to 36
  *    sheaves) - one thread's surplus feeds another's demand with one lock round trip per
  *    sheaf. A slow path moves half a sheaf, or a whole one when the same end was met
- *    twice in a row (sheaf.c, sheaf_move: a random walk then stays off both ends for
- *    longer; a batch still moves whole sheaves). What finds the barn full goes back to
- *    its slabs in bulk
- *    (kmem_cache_free_bulk): the objects of one slab are gathered into a detached list and
- *    pushed with one compare-and-swap, or onto the local list when the thread holds the
- *    slab. Sheaves are copied into and out of the barn rather than swapped (the kernel
- *    swaps sheaf pointers): the copy is 28 words per 28 operations, and the fast paths
- *    index an array inside cache_cpu instead of loading a sheaf pointer first.
+ *    twice in a row (sheaf.c, sheaf_turn: a random walk then stays off both ends for
+ *    longer; a batch still moves whole sheaves). A sheaf of objects above 256 B opens at
+ *    8 and grows at each turn from one end to the other (thread.h, uslub_sheaf_start).
+ *    What finds the barn full goes back to its slabs in bulk (kmem_cache_free_bulk): the
+ *    objects of one slab are gathered into a detached list and pushed with one
+ *    compare-and-swap, or onto the local list when the thread holds the slab. Sheaves
+ *    are copied into and out of the barn rather than swapped (the kernel swaps sheaf
+ *    pointers): the copy is 28 words per 28 operations, and the fast paths index an
+ *    array inside cache_cpu instead of loading a sheaf pointer first.
  *
  *    Why: with SLUB's own fast paths - pop the thread freelist, push onto a slab the
  *    thread holds - only frees into the thread's current or partial slabs were cheap. A

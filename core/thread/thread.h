@@ -163,13 +163,28 @@ void uslub_slab_free_chain(struct uslub_cache *c, struct page_desc *s, void *hea
  * none, with the share of the sheaf to refill in *half), else the slab layer's (alloc.c,
  * under the slow-path lock), with the sheaf refilled on the way. */
 void *uslub_sheaf_refill_barn(struct uslub_thread *t, unsigned cls, unsigned *half);
+/* What a sheaf of c holds when it opens. A sheaf of objects above SHEAF_SMALL bytes opens
+ * at SHEAF_START and grows by SHEAF_GROW, up to the cache's sheaf_capacity, each time its
+ * slow paths turn from one end to the other (sheaf.c, sheaf_turn): a working set replaced
+ * at random walks its sheaf up and down and needs the whole capacity to keep off the
+ * barn; a producer only ever refills and a consumer only ever spills, and every object a
+ * sheaf of theirs holds is one more the program's queues do not, in each cache
+ * (tools/bench/results/sheaf-start.md). */
+#define SHEAF_SMALL 256
+#define SHEAF_START 8
+#define SHEAF_GROW  4
+static inline unsigned uslub_sheaf_start(const struct uslub_cache *c)
+{
+	unsigned cap = c->sheaf_capacity;
+	return c->size > SHEAF_SMALL && cap > SHEAF_START ? SHEAF_START : cap;
+}
 /* A live thread's sheaf of a class opens at the class's first slow path: its capacity
  * is 0 until then, which sends the fast paths here. Closed ones (thread exit) stay so:
  * the exiting thread's state is no longer live. */
 static inline void uslub_sheaf_open(struct uslub_thread *t, struct cache_cpu *cc, unsigned cls)
 {
 	if (unlikely(!cc->sheaf_cap) && t->state == THREAD_LIVE) {
-		cc->sheaf_cap = (uint16_t)uslub_caches[cls].sheaf_capacity;
+		cc->sheaf_cap = (uint16_t)uslub_sheaf_start(&uslub_caches[cls]);
 		/* free's fast path opens with the sheaf (debug caches have none). */
 		if (cc->sheaf_cap)
 			cc->magic = uslub_lookup.magic[cls];
