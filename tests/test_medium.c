@@ -184,6 +184,71 @@ static void depot(void)
 	uslub_trim_threshold = threshold;
 }
 
+/* A thread whose own depot is empty waits for another's that holds blocks of its size,
+ * as for its own: a producer's depot is always empty, and with a trylock on its
+ * consumer's it went to the zone whenever the consumer was flushing. */
+enum { WAIT_BLOCKS = 8, WAIT_PAGES = 5 };
+
+static void *exit_with_blocks(void *arg)
+{
+	(void)arg;
+	void *p[WAIT_BLOCKS];
+	for (unsigned i = 0; i < WAIT_BLOCKS; i++)
+		p[i] = MALLOC(WAIT_PAGES * USLUB_PAGE_SIZE);
+	for (unsigned i = 0; i < WAIT_BLOCKS; i++)
+		FREE(p[i]);
+	return (void *)(uintptr_t)uslub_tls_thread->medium_shard; /* its exit: to its depot */
+}
+
+struct waiter {
+	unsigned shard;
+	_Atomic bool done;
+	uint64_t from_depot;
+};
+
+static void *take_from_depot(void *arg)
+{
+	struct waiter *w = arg;
+	FREE(MALLOC(16)); /* a state of its own, with an empty medium cache */
+	w->shard = uslub_tls_thread->medium_shard;
+	void *p = MALLOC(WAIT_PAGES * USLUB_PAGE_SIZE);
+	atomic_store(&w->done, true);
+	w->from_depot = uslub_tls_thread->medium_stat[USLUB_MEDIUM_DEPOT];
+	FREE(p);
+	return NULL;
+}
+
+static void depot_wait(void)
+{
+	tu_section("a thread waits for another's depot that holds its size, not the zone");
+	uint64_t threshold = uslub_trim_threshold;
+	uslub_trim_threshold = 1ULL << 30;
+	MALLOC_TRIM(0);
+	pthread_t th;
+	void *shard;
+	CHECK(pthread_create(&th, NULL, exit_with_blocks, NULL) == 0);
+	CHECK(pthread_join(th, &shard) == 0);
+	CHECKF(uslub_medium_depot_pages() >= WAIT_PAGES, "the exit left its blocks in its depot");
+	/* The depot held as a thread flushing into it holds it, for 200 ms. */
+	struct waiter w = {0};
+	unsigned node = uslub_tls_thread->node;
+	uslub_medium_depot_hold(node, (unsigned)(uintptr_t)shard, true);
+	CHECK(pthread_create(&th, NULL, take_from_depot, &w) == 0);
+	struct timespec pause = {0, 200 * 1000 * 1000};
+	nanosleep(&pause, NULL);
+	bool early = atomic_load(&w.done);
+	uslub_medium_depot_hold(node, (unsigned)(uintptr_t)shard, false);
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECKF(w.shard != (unsigned)(uintptr_t)shard, "the taker's own depot is another (%u)",
+	       w.shard);
+	CHECKF(!early, "the taker waited for the held depot, not the zone");
+	if (USLUB_STATS_ENABLED)
+		CHECKF(w.from_depot == 1, "its block came from the depot (%lu depot refills)",
+		       (unsigned long)w.from_depot);
+	MALLOC_TRIM(0);
+	uslub_trim_threshold = threshold;
+}
+
 static void *fill_depot(void *arg)
 {
 	(void)arg;
@@ -475,6 +540,7 @@ int main(int argc, char **argv)
 	FREE(MALLOC(1));
 	ownership();
 	depot();
+	depot_wait();
 	decay();
 	if (!uslub_block_debug && !uslub_block_pad) {
 		medium_sheaves();

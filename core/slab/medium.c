@@ -9,7 +9,7 @@
  *  - bins: one list per page count (struct medium_bins). A request of n pages takes a
  *    block of n pages, or of up to n + n/4 when its own bin is empty: large.c keeps the
  *    request, and what it costs is pages the block had already, not new ones.
- *  - miss: a batch comes from the node's depot, taken with a trylock, else from the zone
+ *  - miss: a batch comes from the node's depots, its own first, else from the zone
  *    in one trip, cut from one run of free pages (one lock, one search). The batch grows
  *    with `high`.
  *  - high: what the thread's cache may hold, in pages. MEDIUM_HIGH_MIN at first (what the
@@ -22,10 +22,10 @@
  *    a batch at a time), the rest to the zones, one lock hold per zone and batch.
  *  - the depots: DEPOT_SHARDS a node, each holding a quarter of the large blocks in use,
  *    4-32 MiB (depot_max), under its lock; a thread flushes into its own (given round
- *    robin) and refills from it, then from the others if their lock is free. The background thread
- * gives it all back to the zones once a pass finds it unused since the pass before (one
- * DEPOT_DECAY_MS at least); malloc_trim at once; a large request that would grow the heap first
- * (large.c).
+ *    robin) and refills from it, then from the others. The background thread gives it
+ *    all back to the zones once a pass finds it unused since the pass before (one
+ *    DEPOT_DECAY_MS at least); malloc_trim at once; a large request that would grow the
+ *    heap first (large.c).
  *  - idle, exit: a thread's whole cache to the depot (thread.c, idle drain), high to its
  *    start.
  *
@@ -198,11 +198,13 @@ static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned
 		struct depot *dp = &depots[base + (t->medium_shard + k) % DEPOT_SHARDS];
 		if (!(__atomic_load_n(&dp->bins.nonempty, __ATOMIC_RELAXED) >> n))
 			continue;
-		/* Its own depot waited for; another's only if free at once. */
-		if (k == 0)
-			uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
-		else if (!uslub_trylock(&dp->lock, USLUB_LOCK_DEPOT))
-			continue;
+		/* Another's depot waited for too, as the barns are (sheaf.c, barn_get_other): a
+		 * producer's own depot is always empty, and with a trylock on its consumer's
+		 * it went to the zone whenever the consumer was flushing, while the consumer's
+		 * depot overflowed into the zones and the bound handed it back: 8-64 KiB
+		 * messages through a ring, 1.9 GB returned and faulted in again in 1 million
+		 * (tools/bench/results/depot-wait.md). */
+		uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
 		unsigned m = medium_bin_fit(&dp->bins, n);
 		struct page_desc *d = NULL;
 		if (m) {
@@ -512,6 +514,15 @@ uint64_t uslub_medium_depot_pages(void)
 	for (unsigned i = 0; i < NR_DEPOTS; i++)
 		pages += __atomic_load_n(&depots[i].bins.pages, __ATOMIC_RELAXED);
 	return pages;
+}
+
+void uslub_medium_depot_hold(unsigned node, unsigned shard, bool hold)
+{
+	struct depot *dp = &depots[node * DEPOT_SHARDS + shard % DEPOT_SHARDS];
+	if (hold)
+		uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
+	else
+		pthread_mutex_unlock(&dp->lock);
 }
 
 void uslub_medium_lock_all(void)

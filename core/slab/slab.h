@@ -363,6 +363,8 @@ bool uslub_medium_shrink(void);
 uint64_t uslub_medium_depot_pages(void);
 /* What one depot may hold now, in pages (a quarter of the large blocks in use, bounded). */
 uint64_t uslub_medium_depot_bound(void);
+/* Tests: take or let go of one depot's lock, as a thread flushing into it holds it. */
+void uslub_medium_depot_hold(unsigned node, unsigned shard, bool hold);
 void uslub_medium_lock_all(void);
 void uslub_medium_unlock_all(void);
 extern const char *const uslub_medium_stat_names[USLUB_NR_MEDIUM_STATS];
