@@ -3,10 +3,13 @@
  * bytes and 64 more, and passes them through a ring of 256 to its consumer, which checks
  * and frees them: every medium block is freed by a thread other than the one that made
  * it (network buffers, decoded frames, a work queue of documents). The rings spin with
- * sched_yield, so the figure is the allocator's and not a mutex's.
+ * sched_yield, so the figure is the allocator's and not a mutex's. How full a ring runs
+ * depends on how the threads are scheduled, and so does the peak; LOCKSTEP 1 makes it
+ * the same in every run: the producer fills the whole ring, the consumer empties it, and
+ * only then does the producer go on.
  *
- * Usage: medium_pc [MESSAGES [MIN MAX [PAIRS]]]   (defaults 1000000 8192 65536 1;
- *        MESSAGES per producer) */
+ * Usage: medium_pc [MESSAGES [MIN MAX [PAIRS [LOCKSTEP]]]]   (defaults 1000000 8192 65536
+ *        1 0; MESSAGES per producer) */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -21,6 +24,7 @@ static void *(*volatile alloc)(size_t) = malloc;
 static void (*volatile release)(void *) = free;
 
 static long messages = 1000000;
+static int lockstep;
 static size_t min_size = 8192, max_size = 65536;
 
 struct ring {
@@ -33,7 +37,9 @@ static struct ring rings[MAX_PAIRS];
 static void put(struct ring *r, unsigned char *m)
 {
 	unsigned long t = atomic_load(&r->tail);
-	while (t - atomic_load(&r->head) >= RING)
+	/* In lockstep, a new round waits for the ring to be empty. */
+	while (t - atomic_load(&r->head) >= RING ||
+	       (lockstep && t % RING == 0 && atomic_load(&r->head) != t))
 		sched_yield();
 	r->slot[t % RING] = m;
 	atomic_store(&r->tail, t + 1);
@@ -42,7 +48,10 @@ static void put(struct ring *r, unsigned char *m)
 static unsigned char *get(struct ring *r)
 {
 	unsigned long h = atomic_load(&r->head);
-	while (atomic_load(&r->tail) == h)
+	/* In lockstep, a round is taken once the ring is full (or the last one is in). */
+	while (atomic_load(&r->tail) == h ||
+	       (lockstep && h % RING == 0 && atomic_load(&r->tail) < h + RING &&
+		atomic_load(&r->tail) < (unsigned long)messages))
 		sched_yield();
 	unsigned char *m = r->slot[h % RING];
 	atomic_store(&r->head, h + 1);
@@ -97,10 +106,12 @@ int main(int argc, char **argv)
 	}
 	if (argc > 4)
 		pairs = atoi(argv[4]);
+	if (argc > 5)
+		lockstep = atoi(argv[5]);
 	if (messages < 1 || min_size < 2 * sizeof(size_t) + 64 || max_size <= min_size ||
 	    pairs < 1 || pairs > MAX_PAIRS) {
-		fprintf(stderr, "usage: medium_pc [MESSAGES [MIN MAX [PAIRS]]] (MIN >= 80, "
-				"PAIRS 1-8)\n");
+		fprintf(stderr, "usage: medium_pc [MESSAGES [MIN MAX [PAIRS [LOCKSTEP]]]] "
+				"(MIN >= 80, PAIRS 1-8, LOCKSTEP 0 or 1)\n");
 		return 2;
 	}
 	pthread_t p[MAX_PAIRS], c[MAX_PAIRS];
@@ -112,7 +123,7 @@ int main(int argc, char **argv)
 		pthread_join(p[i], NULL);
 		pthread_join(c[i], NULL);
 	}
-	printf("medium_pc: ok: %d pairs, %ld messages each of %zu-%zu bytes\n", pairs, messages,
-	       min_size, max_size);
+	printf("medium_pc: ok: %d pairs, %ld messages each of %zu-%zu bytes%s\n", pairs, messages,
+	       min_size, max_size, lockstep ? ", in lockstep" : "");
 	return 0;
 }
