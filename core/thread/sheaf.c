@@ -544,17 +544,11 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 		uslub_slab_object_free(c, page_desc_of(p)->head, p, uslub_tls_thread);
 		return;
 	}
+	/* A full sheaf meets its end: it may grow (sheaf_turn). */
+	bool again = n >= cc->sheaf_cap && sheaf_turn(cc, c, SHEAF_SPILLED);
 	if (n < cc->sheaf_cap) {
-		/* The sheaf was just opened: empty. A push, counted as the fast path's are
+		/* Just opened (empty), or grown: a push, counted as the fast path's are
 		 * (types.h, uslub_cc_stat). */
-		mark_free(p);
-		cc->sheaf[n] = p;
-		uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
-		return;
-	}
-	bool again = sheaf_turn(cc, c, SHEAF_SPILLED);
-	if (n < cc->sheaf_cap) {
-		/* The sheaf grew: room for p, a push counted as the fast path's are. */
 		mark_free(p);
 		cc->sheaf[n] = p;
 		uslub_own_store(cc->sheaf_count, (uint16_t)(n + 1));
