@@ -7,7 +7,8 @@
  *   every block where it should be. Under TSan, the handshake's happens-before edges.
  * - The depot: a producer allocates blocks that a consumer frees; the consumer's flushes
  *   land in the node's depot and the producer's misses are served from it (no trip to the
- *   zone), the depot never holds more than its bound, and malloc_trim empties it.
+ *   zone), the depot never holds more than its bound, and malloc_trim empties it; a
+ *   wave of blocks past the depot's 4 MiB floor waits there whole for the next.
  * - Decay: a depot a thread took nothing from for a pass goes back to the zones at the
  *   next one (the background thread's passes, called directly here).
  * - The medium sheaves in front of the cache: the tests on a block's pages, the push and
@@ -139,8 +140,8 @@ static void *consumer(void *arg)
 		for (unsigned i = 0; i < QUEUE; i++) {
 			CHECK(*(unsigned *)queue[i] == round * QUEUE + i);
 			/* The consumer flushes into its own depot only, and a flush puts no
-			 * block past the bound of the moment (a quarter of the large blocks in
-			 * use: the blocks handed back lower it after). */
+			 * block past the bound of the moment (the large blocks in use at their
+			 * highest since the last decay pass, 4 MiB at least). */
 			uint64_t bound = uslub_medium_depot_bound();
 			uint64_t before = uslub_medium_depot_pages();
 			FREE(queue[i]);
@@ -181,6 +182,90 @@ static void depot(void)
 	CHECK_EQ(uslub_medium_depot_pages(), 0);
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
 	CHECK_EQ(chk.cached_large_pages, 0);
+	uslub_trim_threshold = threshold;
+}
+
+/* A wave larger than the depot's floor: the producer allocates WAVE blocks of 40 KiB
+ * (10 MiB, past the 4 MiB the depot always holds), the consumer frees all of them, round
+ * after round. The depot must take the whole wave, so the producer's next round comes
+ * from it and not from the zone: with a quarter of the large blocks in use as its bound,
+ * three fifths of each wave went through the zone and the bound handed them back to the
+ * OS to be faulted in again (tools/bench/results/depot-wave.md). */
+enum { WAVE = 256, WAVE_PAGES = 10, WAVE_ROUNDS = 6 };
+static void *wave[WAVE];
+static uint64_t wave_depot[WAVE_ROUNDS], wave_zone[WAVE_ROUNDS];
+
+static uint64_t zone_refills(void)
+{
+	const uint64_t *st = uslub_tls_thread->medium_stat;
+	return st[USLUB_MEDIUM_MISS] - st[USLUB_MEDIUM_DEPOT];
+}
+
+static void *wave_producer(void *arg)
+{
+	(void)arg;
+	FREE(MALLOC(16)); /* a state of its own */
+	for (unsigned round = 0; round < WAVE_ROUNDS; round++) {
+		uint64_t before = zone_refills();
+		for (unsigned i = 0; i < WAVE; i++) {
+			wave[i] = MALLOC(WAVE_PAGES * USLUB_PAGE_SIZE - 64);
+			CHECK(wave[i] != NULL);
+			*(unsigned *)wave[i] = round * WAVE + i;
+		}
+		wave_zone[round] = zone_refills() - before;
+		pthread_barrier_wait(&filled);
+		pthread_barrier_wait(&emptied);
+	}
+	return NULL;
+}
+
+static void *wave_consumer(void *arg)
+{
+	(void)arg;
+	for (unsigned round = 0; round < WAVE_ROUNDS; round++) {
+		pthread_barrier_wait(&filled);
+		for (unsigned i = 0; i < WAVE; i++) {
+			CHECK(*(unsigned *)wave[i] == round * WAVE + i);
+			FREE(wave[i]);
+		}
+		wave_depot[round] = uslub_medium_depot_pages();
+		pthread_barrier_wait(&emptied);
+	}
+	return NULL;
+}
+
+static void depot_wave(void)
+{
+	tu_section("a consumer's whole wave of blocks waits in the depot for the next one");
+	/* The bound stays out of it (a program this small keeps 16 MiB once its live set
+	 * collapses; the wave and what earlier sections left may pass that). */
+	uint64_t threshold = uslub_trim_threshold;
+	uslub_trim_threshold = 1ULL << 30;
+	MALLOC_TRIM(0);
+	pthread_barrier_init(&filled, NULL, 2);
+	pthread_barrier_init(&emptied, NULL, 2);
+	pthread_t p, c;
+	CHECK(pthread_create(&c, NULL, wave_consumer, NULL) == 0);
+	CHECK(pthread_create(&p, NULL, wave_producer, NULL) == 0);
+	pthread_join(p, NULL);
+	pthread_join(c, NULL);
+	unsigned wave_pages = WAVE * WAVE_PAGES;
+	for (unsigned round = 0; round < WAVE_ROUNDS; round++) {
+		printf("  round %u: %lu zone refills, depot %lu pages after the frees\n", round,
+		       (unsigned long)wave_zone[round], (unsigned long)wave_depot[round]);
+		/* The consumer's own cache and sheaves keep a little of it. */
+		CHECKF(wave_depot[round] >= wave_pages * 3 / 4,
+		       "round %u: the depot held %lu pages of a %u-page wave", round,
+		       (unsigned long)wave_depot[round], wave_pages);
+		if (USLUB_STATS_ENABLED && round >= 2)
+			CHECKF(wave_zone[round] <= WAVE / 16,
+			       "round %u: %lu of %u blocks came from the zone", round,
+			       (unsigned long)wave_zone[round], WAVE);
+	}
+	pthread_barrier_destroy(&filled);
+	pthread_barrier_destroy(&emptied);
+	MALLOC_TRIM(0);
+	CHECK_EQ(uslub_medium_depot_pages(), 0);
 	uslub_trim_threshold = threshold;
 }
 
@@ -540,6 +625,7 @@ int main(int argc, char **argv)
 	FREE(MALLOC(1));
 	ownership();
 	depot();
+	depot_wave();
 	depot_wait();
 	decay();
 	if (!uslub_block_debug && !uslub_block_pad) {

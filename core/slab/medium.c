@@ -20,12 +20,12 @@
  *    size keeps some stock, down to half of high: to the depot while it has room (a
  *    thread that frees what another allocated - producer and consumer - hands them over
  *    a batch at a time), the rest to the zones, one lock hold per zone and batch.
- *  - the depots: DEPOT_SHARDS a node, each holding a quarter of the large blocks in use,
- *    4-32 MiB (depot_max), under its lock; a thread flushes into its own (given round
- *    robin) and refills from it, then from the others. The background thread gives it
- *    all back to the zones once a pass finds it unused since the pass before (one
- *    DEPOT_DECAY_MS at least); malloc_trim at once; a large request that would grow the
- *    heap first (large.c).
+ *  - the depots: DEPOT_SHARDS a node, each holding up to what the large blocks in use
+ *    were at their highest since the last decay pass, 4-32 MiB (depot_max), under its
+ *    lock; a thread flushes into its own (given round robin) and refills from it, then
+ *    from the others. The background thread gives it all back to the zones once a pass
+ *    finds it unused since the pass before (one DEPOT_DECAY_MS at least); malloc_trim at
+ *    once; a large request that would grow the heap first (large.c).
  *  - idle, exit: a thread's whole cache to the depot (thread.c, idle drain), high to its
  *    start.
  *
@@ -61,19 +61,50 @@ uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS];
 /* Blocks moved in one batch: one array on the stack, so a flush takes no memory. */
 #define FLUSH_BATCH 64
 /* A node's depot holds at least 4 MiB (two threads' caches at their high, what a
- * producer hands a consumer between two of its refills), more for a larger heap: an
- * eighth of the large blocks in use, up to 32 MiB. Threads that replace blocks of 31
- * sizes over a large live set miss their own caches often, and a miss the depot cannot
- * serve goes to the zone, which cuts the block somewhere new: at 8-128 KiB over a 64 MiB
- * live set, 4 MiB made 4,200 page faults per million replacements and 32 MiB 500
- * (tools/bench/results/medium-blocks.md). */
+ * producer hands a consumer between two of its refills), more for a larger heap: as much
+ * as the large blocks in use were at their highest since the depots' last decay pass, up
+ * to 32 MiB.
+ *   - Why the high: a consumer that frees a whole wave of a producer's blocks - a batch, a
+ *     request, a round of a ring - hands the next wave its blocks only if the depot holds
+ *     them all; with a quarter of the large blocks in use (what a depot held before, the
+ *     wave's blocks counted in it), 256 messages of 8-64 KiB sent a round at a time put
+ *     three fifths of each wave through the zone's split and coalesce and the bound handed
+ *     ~1 MiB a round back to be faulted in again: 0.67-0.87 s and 22 MiB against glibc's
+ *     0.11 s and 10.6 MiB; holding the wave, 0.05 s and 11.6 MiB
+ *     (tools/bench/results/depot-wave.md). What it holds was in use within the last
+ *     pass, so it adds no new memory; a collapse hands it back through the bound
+ *     (bound.c), a growing heap first (large.c), an unused depot at the next pass.
+ *   - Why up to 32 MiB: threads that replace blocks of 31 sizes over a large live set
+ *     miss their own caches often, and a miss the depot cannot serve goes to the zone,
+ *     which cuts the block somewhere new: at 8-128 KiB over a 64 MiB live set, 4 MiB made
+ *     4,200 page faults per million replacements and 32 MiB 500
+ *     (tools/bench/results/medium-blocks.md). */
 #define DEPOT_MIN_PAGES 1024
 #define DEPOT_MAX_PAGES 8192
 
+/* The large blocks in use (out of the zones, not in a depot), in pages, at their highest
+ * since the last decay pass: looked at where a thread's cache takes a batch, the only
+ * place a medium block comes into use past the caches. Races only move the guess. */
+static _Atomic uint64_t use_high;
+
+static uint64_t use_pages(void)
+{
+	uint64_t large = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed);
+	uint64_t held = atomic_load_explicit(&uslub_depot_bytes, memory_order_relaxed);
+	return large > held ? (large - held) >> USLUB_PAGE_SHIFT : 0; /* read apart */
+}
+
+static void note_use(void)
+{
+	uint64_t now = use_pages(), high = atomic_load_explicit(&use_high, memory_order_relaxed);
+	while (now > high && !atomic_compare_exchange_weak_explicit(
+				 &use_high, &high, now, memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
 static uint64_t depot_max(void)
 {
-	uint64_t pages = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >>
-			 (USLUB_PAGE_SHIFT + 2);
+	uint64_t pages = atomic_load_explicit(&use_high, memory_order_relaxed);
 	return pages < DEPOT_MIN_PAGES	 ? DEPOT_MIN_PAGES
 	       : pages > DEPOT_MAX_PAGES ? DEPOT_MAX_PAGES
 					 : pages;
@@ -236,6 +267,7 @@ static noinline struct page_desc *refill(struct uslub_thread *t, unsigned zone, 
 	medium_stat(t, MEDIUM_MISS, 1);
 	struct page_desc *d = from_depot(t, n, b);
 	if (d) {
+		note_use();
 		medium_stat(t, MEDIUM_DEPOT, 1);
 		medium_stat(t, MEDIUM_REFILL, (t->medium.pages - before) / d->objects);
 		raise_high(t, t->medium.pages - before);
@@ -263,6 +295,7 @@ static noinline struct page_desc *refill(struct uslub_thread *t, unsigned zone, 
 	}
 	atomic_fetch_add(&uslub_large_bytes, ((size_t)b * n) << USLUB_PAGE_SHIFT);
 	uslub_note_in_use();
+	note_use();
 	raise_high(t, (b - 1) * n);
 	medium_stat(t, MEDIUM_REFILL, b - 1);
 	return d;
@@ -478,6 +511,7 @@ void uslub_medium_depots_decay(void)
 	uint64_t now = uslub_os_now_ms(), then = atomic_load_explicit(&last, memory_order_relaxed);
 	if (now - then < DEPOT_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
 		return;
+	atomic_store_explicit(&use_high, use_pages(), memory_order_relaxed); /* a new period */
 	for (unsigned i = 0; i < NR_DEPOTS; i++)
 		if (__atomic_load_n(&depots[i].bins.pages, __ATOMIC_RELAXED))
 			depot_empty(i, true);
