@@ -69,8 +69,8 @@ uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS];
  *     them all; with a quarter of the large blocks in use (what a depot held before, the
  *     wave's blocks counted in it), 256 messages of 8-64 KiB sent a round at a time put
  *     three fifths of each wave through the zone's split and coalesce and the bound handed
- *     ~1 MiB a round back to be faulted in again: 0.67-0.87 s and 22 MiB against glibc's
- *     0.11 s and 10.6 MiB; holding the wave, 0.05 s and 11.6 MiB
+ *     ~1 MiB a round back to be faulted in again: 0.60-0.94 s and 21-26 MiB against
+ *     glibc's 0.10-0.21 s and 10.6 MiB; holding the wave, 0.05-0.20 s and 11.6 MiB
  *     (tools/bench/results/depot-wave.md). What it holds was in use within the last
  *     pass, so it adds no new memory; a collapse hands it back through the bound
  *     (bound.c), a growing heap first (large.c), an unused depot at the next pass.
