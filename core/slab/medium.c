@@ -21,11 +21,12 @@
  *    thread that frees what another allocated - producer and consumer - hands them over
  *    a batch at a time), the rest to the zones, one lock hold per zone and batch.
  *  - the depots: DEPOT_SHARDS a node, each holding up to what the large blocks in use
- *    were at their highest since the last decay pass, 4-32 MiB (depot_max), under its
- *    lock; a thread flushes into its own (given round robin) and refills from it, then
- *    from the others. The background thread gives it all back to the zones once a pass
- *    finds it unused since the pass before (one DEPOT_DECAY_MS at least); malloc_trim at
- *    once; a large request that would grow the heap first (large.c).
+ *    were at their highest since the last decay pass, 4-32 MiB, or up to 256 MiB for one
+ *    that threads empty (depot_max), under its lock; a thread flushes into its own (given
+ *    round robin) and refills from it, then from the others. The background thread gives
+ *    it all back to the zones once a pass finds it unused since the pass before (one
+ *    DEPOT_DECAY_MS at least); malloc_trim at once; a large request that would grow the
+ *    heap first (large.c).
  *  - idle, exit: a thread's whole cache to the depot (thread.c, idle drain), high to its
  *    start.
  *
@@ -63,7 +64,7 @@ uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS];
 /* A node's depot holds at least 4 MiB (two threads' caches at their high, what a
  * producer hands a consumer between two of its refills), more for a larger heap: as much
  * as the large blocks in use were at their highest since the depots' last decay pass, up
- * to 32 MiB.
+ * to 32 MiB, or 256 MiB for a depot that threads emptied since the pass before.
  *   - Why the high: a consumer that frees a whole wave of a producer's blocks - a batch, a
  *     request, a round of a ring - hands the next wave its blocks only if the depot holds
  *     them all; with a quarter of the large blocks in use (what a depot held before, the
@@ -74,13 +75,20 @@ uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS];
  *     (tools/bench/results/depot-wave.md). What it holds was in use within the last
  *     pass, so it adds no new memory; a collapse hands it back through the bound
  *     (bound.c), a growing heap first (large.c), an unused depot at the next pass.
+ *   - Why more for a depot emptied: the producer of a wave takes all the depot holds, so
+ *     what it holds is the next wave's, however large; a wave of 4,000 blocks of 4-64 KiB
+ *     (130 MiB) freed past 32 MiB into the zone took 0.53-0.60 s at 180 MiB, 0.34-0.36 s
+ *     and 99-123 MiB held whole (glibc 0.45-0.51 s, 133 MiB). A depot never emptied is
+ *     where frees outrun allocations, and a larger cap let it fill: `stress` peaked 4%
+ *     higher with 256 MiB for every depot (depot-wave.md).
  *   - Why up to 32 MiB: threads that replace blocks of 31 sizes over a large live set
  *     miss their own caches often, and a miss the depot cannot serve goes to the zone,
  *     which cuts the block somewhere new: at 8-128 KiB over a 64 MiB live set, 4 MiB made
  *     4,200 page faults per million replacements and 32 MiB 500
  *     (tools/bench/results/medium-blocks.md). */
-#define DEPOT_MIN_PAGES 1024
-#define DEPOT_MAX_PAGES 8192
+#define DEPOT_MIN_PAGES	 1024
+#define DEPOT_MAX_PAGES	 8192
+#define DEPOT_WAVE_PAGES 65536
 
 /* The large blocks in use (out of the zones, not in a depot), in pages, at their highest
  * since the last decay pass: looked at where a thread's cache takes a batch, the only
@@ -102,12 +110,12 @@ static void note_use(void)
 		;
 }
 
-static uint64_t depot_max(void)
+/* `drained`: the depot's (depot.drained). */
+static uint64_t depot_max(bool drained)
 {
 	uint64_t pages = atomic_load_explicit(&use_high, memory_order_relaxed);
-	return pages < DEPOT_MIN_PAGES	 ? DEPOT_MIN_PAGES
-	       : pages > DEPOT_MAX_PAGES ? DEPOT_MAX_PAGES
-					 : pages;
+	uint64_t cap = drained ? DEPOT_WAVE_PAGES : DEPOT_MAX_PAGES;
+	return pages < DEPOT_MIN_PAGES ? DEPOT_MIN_PAGES : pages > cap ? cap : pages;
 }
 /* ... and gives it all back once unused for a second, as a barn does (thread/barn.c). */
 #define DEPOT_DECAY_MS 1000
@@ -132,6 +140,9 @@ struct depot {
 	pthread_mutex_t lock;
 	struct medium_bins bins;
 	bool used; /* a thread took from it since the last decay pass */
+	/* A thread's take left it under DEPOT_MIN_PAGES since the pass before last
+	 * (`drained`) or the last (`drained_now`): a conduit, not a store. */
+	bool drained, drained_now;
 } __attribute__((aligned(64)));
 static struct depot depots[NR_DEPOTS] = {[0 ... NR_DEPOTS - 1] = {PTHREAD_MUTEX_INITIALIZER}};
 static _Atomic unsigned next_shard;
@@ -155,7 +166,7 @@ static unsigned depot_of(const struct uslub_thread *t)
  * how many. What a full depot gives up: evicting the newest kept the oldest blocks in
  * the depot for good, pinned between free blocks that would have merged (stress peaked
  * 9 MiB higher: tools/bench/results/medium-blocks.md). One walk, bounded by the bin's
- * count (at most DEPOT_MAX_PAGES / MEDIUM_MIN_PAGES). */
+ * count (at most DEPOT_WAVE_PAGES / MEDIUM_MIN_PAGES). */
 static unsigned bin_cut_oldest(struct medium_bins *m, unsigned n, unsigned take,
 			       struct page_desc **out, uint16_t *pages)
 {
@@ -244,6 +255,8 @@ static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned
 			for (unsigned i = 1; i < b && dp->bins.count[m]; i++)
 				medium_bin_push(&t->medium, medium_bin_pop(&dp->bins, m), m);
 			dp->used = true;
+			if (dp->bins.pages < DEPOT_MIN_PAGES)
+				dp->drained = dp->drained_now = true;
 			depot_note(dp, before);
 		}
 		pthread_mutex_unlock(&dp->lock);
@@ -368,8 +381,8 @@ static void put_back(unsigned depot, struct page_desc **batch, uint16_t *pages, 
 		hand_back(batch, pages, k);
 		return;
 	}
-	uint64_t max = depot_max();
 	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
+	uint64_t max = depot_max(dp->drained);
 	uint64_t before = dp->bins.pages;
 	for (; i < k; i++) {
 		/* Room made a quarter of the fullest bin at a time (at least what this
@@ -490,6 +503,10 @@ static void depot_empty(unsigned depot, bool if_unused)
 		uint64_t before = dp->bins.pages;
 		bool used = dp->used;
 		dp->used = false;
+		if (!rounds) { /* a new period: a decay pass's, or a fresh start */
+			dp->drained = if_unused && dp->drained_now;
+			dp->drained_now = false;
+		}
 		if (!(if_unused && used))
 			for (; k < FLUSH_BATCH && dp->bins.nonempty; k++) {
 				unsigned n = (unsigned)__builtin_ctzll(dp->bins.nonempty);
@@ -537,9 +554,13 @@ bool uslub_medium_shrink(void)
 	return atomic_load(&uslub_large_bytes) < before;
 }
 
-uint64_t uslub_medium_depot_bound(void)
+uint64_t uslub_medium_depot_bound(const struct uslub_thread *t)
 {
-	return depot_max();
+	struct depot *dp = &depots[depot_of(t)];
+	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
+	uint64_t max = depot_max(dp->drained);
+	pthread_mutex_unlock(&dp->lock);
+	return max;
 }
 
 uint64_t uslub_medium_depot_pages(void)

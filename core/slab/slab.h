@@ -361,8 +361,9 @@ void uslub_medium_depots_flush(void);
 /* The shrink hook (hooks.h): the calling thread's cache and the depots to the zones. */
 bool uslub_medium_shrink(void);
 uint64_t uslub_medium_depot_pages(void);
-/* What one depot may hold now, in pages (the large blocks in use at their recent high). */
-uint64_t uslub_medium_depot_bound(void);
+/* What t's own depot may hold now, in pages (the large blocks in use at their recent high,
+ * within a cap: medium.c, depot_max). */
+uint64_t uslub_medium_depot_bound(const struct uslub_thread *t);
 /* Tests: take or let go of one depot's lock, as a thread flushing into it holds it. */
 void uslub_medium_depot_hold(unsigned node, unsigned shard, bool hold);
 void uslub_medium_lock_all(void);

@@ -6,10 +6,11 @@
  * sched_yield, so the figure is the allocator's and not a mutex's. How full a ring runs
  * depends on how the threads are scheduled, and so does the peak; LOCKSTEP 1 makes it
  * the same in every run: the producer fills the whole ring, the consumer empties it, and
- * only then does the producer go on.
+ * only then does the producer go on. RING sets the ring's length (256 by default): in
+ * lockstep, the size of each wave a producer builds and its consumer frees whole.
  *
- * Usage: medium_pc [MESSAGES [MIN MAX [PAIRS [LOCKSTEP]]]]   (defaults 1000000 8192 65536
- *        1 0; MESSAGES per producer) */
+ * Usage: medium_pc [MESSAGES [MIN MAX [PAIRS [LOCKSTEP [RING]]]]]   (defaults 1000000 8192
+ *        65536 1 0 256; MESSAGES per producer) */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -18,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { RING = 256, MAX_PAIRS = 8 };
+enum { MAX_PAIRS = 8, MAX_RING = 1 << 20 };
 
 static void *(*volatile alloc)(size_t) = malloc;
 static void (*volatile release)(void *) = free;
@@ -26,11 +27,12 @@ static void (*volatile release)(void *) = free;
 static long messages = 1000000;
 static int lockstep;
 static size_t min_size = 8192, max_size = 65536;
+static unsigned long ring_len = 256;
 
 struct ring {
 	_Alignas(64) atomic_ulong head;
 	_Alignas(64) atomic_ulong tail;
-	_Alignas(64) unsigned char *slot[RING];
+	_Alignas(64) unsigned char **slot;
 };
 static struct ring rings[MAX_PAIRS];
 
@@ -38,10 +40,10 @@ static void put(struct ring *r, unsigned char *m)
 {
 	unsigned long t = atomic_load(&r->tail);
 	/* In lockstep, a new round waits for the ring to be empty. */
-	while (t - atomic_load(&r->head) >= RING ||
-	       (lockstep && t % RING == 0 && atomic_load(&r->head) != t))
+	while (t - atomic_load(&r->head) >= ring_len ||
+	       (lockstep && t % ring_len == 0 && atomic_load(&r->head) != t))
 		sched_yield();
-	r->slot[t % RING] = m;
+	r->slot[t % ring_len] = m;
 	atomic_store(&r->tail, t + 1);
 }
 
@@ -50,10 +52,10 @@ static unsigned char *get(struct ring *r)
 	unsigned long h = atomic_load(&r->head);
 	/* In lockstep, a round is taken once the ring is full (or the last one is in). */
 	while (atomic_load(&r->tail) == h ||
-	       (lockstep && h % RING == 0 && atomic_load(&r->tail) < h + RING &&
+	       (lockstep && h % ring_len == 0 && atomic_load(&r->tail) < h + ring_len &&
 		atomic_load(&r->tail) < (unsigned long)messages))
 		sched_yield();
-	unsigned char *m = r->slot[h % RING];
+	unsigned char *m = r->slot[h % ring_len];
 	atomic_store(&r->head, h + 1);
 	return m;
 }
@@ -108,12 +110,19 @@ int main(int argc, char **argv)
 		pairs = atoi(argv[4]);
 	if (argc > 5)
 		lockstep = atoi(argv[5]);
+	if (argc > 6)
+		ring_len = strtoul(argv[6], NULL, 10);
 	if (messages < 1 || min_size < 2 * sizeof(size_t) + 64 || max_size <= min_size ||
-	    pairs < 1 || pairs > MAX_PAIRS) {
-		fprintf(stderr, "usage: medium_pc [MESSAGES [MIN MAX [PAIRS [LOCKSTEP]]]] "
-				"(MIN >= 80, PAIRS 1-8, LOCKSTEP 0 or 1)\n");
+	    pairs < 1 || pairs > MAX_PAIRS || ring_len < 1 || ring_len > MAX_RING) {
+		fprintf(stderr, "usage: medium_pc [MESSAGES [MIN MAX [PAIRS [LOCKSTEP [RING]]]]] "
+				"(MIN >= 80, PAIRS 1-8, LOCKSTEP 0 or 1, RING 1-1048576)\n");
 		return 2;
 	}
+	for (int i = 0; i < pairs; i++)
+		if (!(rings[i].slot = calloc(ring_len, sizeof(*rings[i].slot)))) {
+			fprintf(stderr, "medium_pc: out of memory\n");
+			return 1;
+		}
 	pthread_t p[MAX_PAIRS], c[MAX_PAIRS];
 	for (int i = 0; i < pairs; i++) {
 		pthread_create(&c[i], NULL, consumer, &rings[i]);
