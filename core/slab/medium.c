@@ -77,10 +77,10 @@ uint64_t uslub_medium_stat[USLUB_NR_MEDIUM_STATS];
  *     (bound.c), a growing heap first (large.c), an unused depot at the next pass.
  *   - Why more for a depot emptied: the producer of a wave takes all the depot holds, so
  *     what it holds is the next wave's, however large; a wave of 4,000 blocks of 4-64 KiB
- *     (130 MiB) freed past 32 MiB into the zone took 0.53-0.60 s at 180 MiB, 0.34-0.36 s
- *     and 99-123 MiB held whole (glibc 0.45-0.51 s, 133 MiB). A depot never emptied is
- *     where frees outrun allocations, and a larger cap let it fill: `stress` peaked 4%
- *     higher with 256 MiB for every depot (depot-wave.md).
+ *     (130 MiB asked for) freed past 32 MiB into the zone took 0.49-0.86 s at 170-179
+ *     MiB, held whole 0.29-0.58 s at 95 (glibc 0.43-0.63 s, 131 MiB). A depot never
+ *     emptied is where frees outrun allocations, and a larger cap let it fill: `stress`
+ *     peaked 4% higher with 256 MiB for every depot (depot-wave.md).
  *   - Why up to 32 MiB: threads that replace blocks of 31 sizes over a large live set
  *     miss their own caches often, and a miss the depot cannot serve goes to the zone,
  *     which cuts the block somewhere new: at 8-128 KiB over a 64 MiB live set, 4 MiB made
