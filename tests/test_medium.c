@@ -32,6 +32,14 @@ static size_t medium_size(uint64_t r)
 	return USLUB_MAX_SMALL + 1 + (size_t)(r % (MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE - 8193));
 }
 
+/* The bound (page/bound.c) out of a section's way: its old threshold, to put back. */
+static uint64_t bound_off(void)
+{
+	uint64_t threshold = uslub_trim_threshold;
+	uslub_trim_threshold = 1ULL << 30;
+	return threshold;
+}
+
 static uint64_t next_rand(uint64_t *s)
 {
 	*s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -166,8 +174,7 @@ static void depot(void)
 	/* What the exits leave in the depot stays there for the look below: with the default
 	 * threshold, the warm memory kept once the blocks are freed passed the bound kept for
 	 * a program this small (bound.c, uslub_pages_bound), which empties the depots. */
-	uint64_t threshold = uslub_trim_threshold;
-	uslub_trim_threshold = 1ULL << 30;
+	uint64_t threshold = bound_off();
 	pthread_barrier_init(&filled, NULL, 2);
 	pthread_barrier_init(&emptied, NULL, 2);
 	CHECK(pthread_create(&consumer_tid, NULL, consumer, NULL) == 0);
@@ -196,7 +203,7 @@ static void depot(void)
 enum { WAVE = 1024, WAVE_PAGES = 12, WAVE_ROUNDS = 6 };
 static void *wave[WAVE];
 static uint64_t wave_depot[WAVE_ROUNDS], wave_zone[WAVE_ROUNDS];
-static unsigned wave_rounds = WAVE_ROUNDS;
+static unsigned wave_rounds;
 
 static uint64_t zone_refills(void)
 {
@@ -237,21 +244,29 @@ static void *wave_consumer(void *arg)
 	return NULL;
 }
 
-static void depot_wave(void)
+/* The producer and consumer, `rounds` waves; with the bound out of it (a program this
+ * small keeps 16 MiB once its live set collapses; the wave and what earlier sections left
+ * may pass that), and the depots emptied after. */
+static void run_wave(unsigned rounds)
 {
-	tu_section("a consumer's whole wave of blocks waits in the depot for the next one");
-	/* The bound stays out of it (a program this small keeps 16 MiB once its live set
-	 * collapses; the wave and what earlier sections left may pass that). */
-	uint64_t threshold = uslub_trim_threshold;
-	uslub_trim_threshold = 1ULL << 30;
-	MALLOC_TRIM(0);
 	pthread_barrier_init(&filled, NULL, 2);
 	pthread_barrier_init(&emptied, NULL, 2);
+	wave_rounds = rounds;
 	pthread_t p, c;
 	CHECK(pthread_create(&c, NULL, wave_consumer, NULL) == 0);
 	CHECK(pthread_create(&p, NULL, wave_producer, NULL) == 0);
 	pthread_join(p, NULL);
 	pthread_join(c, NULL);
+	pthread_barrier_destroy(&filled);
+	pthread_barrier_destroy(&emptied);
+}
+
+static void depot_wave(void)
+{
+	tu_section("a consumer's whole wave of blocks waits in the depot for the next one");
+	uint64_t threshold = bound_off();
+	MALLOC_TRIM(0);
+	run_wave(WAVE_ROUNDS);
 	unsigned wave_pages = WAVE * WAVE_PAGES;
 	for (unsigned round = 0; round < WAVE_ROUNDS; round++) {
 		printf("  round %u: %lu zone refills, depot %lu pages after the frees\n", round,
@@ -266,23 +281,12 @@ static void depot_wave(void)
 			       "round %u: %lu of %u blocks came from the zone", round,
 			       (unsigned long)wave_zone[round], WAVE);
 	}
-	pthread_barrier_destroy(&filled);
-	pthread_barrier_destroy(&emptied);
 	MALLOC_TRIM(0);
 	CHECK_EQ(uslub_medium_depot_pages(), 0);
 	/* A depot nobody takes from stays within 32 MiB: the same frees, no producer after. */
-	pthread_barrier_init(&filled, NULL, 2);
-	pthread_barrier_init(&emptied, NULL, 2);
-	wave_rounds = 1;
-	CHECK(pthread_create(&c, NULL, wave_consumer, NULL) == 0);
-	CHECK(pthread_create(&p, NULL, wave_producer, NULL) == 0);
-	pthread_join(p, NULL);
-	pthread_join(c, NULL);
+	run_wave(1);
 	CHECKF(wave_depot[0] <= 8192, "a depot never emptied held %lu pages (32 MiB: 8192)",
 	       (unsigned long)wave_depot[0]);
-	wave_rounds = WAVE_ROUNDS;
-	pthread_barrier_destroy(&filled);
-	pthread_barrier_destroy(&emptied);
 	MALLOC_TRIM(0);
 	uslub_trim_threshold = threshold;
 }
@@ -324,8 +328,7 @@ static void *take_from_depot(void *arg)
 static void depot_wait(void)
 {
 	tu_section("a thread waits for another's depot that holds its size, not the zone");
-	uint64_t threshold = uslub_trim_threshold;
-	uslub_trim_threshold = 1ULL << 30;
+	uint64_t threshold = bound_off();
 	MALLOC_TRIM(0);
 	pthread_t th;
 	void *shard;
