@@ -529,9 +529,9 @@ void uslub_medium_depots_decay(void)
 	if (now - then < DEPOT_DECAY_MS || !atomic_compare_exchange_strong(&last, &then, now))
 		return;
 	atomic_store_explicit(&use_high, use_pages(), memory_order_relaxed); /* a new period */
+	/* Every depot, an empty one too: its `drained` starts the new period. */
 	for (unsigned i = 0; i < NR_DEPOTS; i++)
-		if (__atomic_load_n(&depots[i].bins.pages, __ATOMIC_RELAXED))
-			depot_empty(i, true);
+		depot_empty(i, true);
 }
 
 void uslub_medium_depots_flush(void)
