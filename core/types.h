@@ -62,6 +62,7 @@ enum page_kind {
 	PAGE_SLAB,	 /* head or tail page of a slab */
 	PAGE_LARGE,	 /* head or tail page of a large block */
 	PAGE_META,	 /* the allocator's own (thread structs) */
+	PAGE_EXTENT,	 /* head of a free run a large-block zone keeps whole (page/extent.c) */
 };
 
 /* Free-block flag: its pages may not be resident (never touched, or released). */
@@ -596,5 +597,4 @@ static inline void uslub_slow_exit(struct uslub_thread *t, bool entered)
 		atomic_store_explicit(&t->slow_lock, 0, memory_order_release);
 }
 #pragma GCC visibility pop
-
 #endif

@@ -236,7 +236,8 @@ static void two_threads(void)
 	CHECKF(c[0].zone != c[1].zone, "both threads in zone %u", c[0].zone);
 	for (unsigned z = 0; z < NR_ZONES; z++)
 		if (zone_in_use(z))
-			CHECKF(uslub_pages_check(z) == 0, "zone %u lists", z);
+			CHECKF(uslub_pages_check(z) == 0, "zone %u lists %d", z,
+			       uslub_pages_check(z));
 }
 
 int main(int argc, char **argv)

@@ -400,6 +400,20 @@ static void case_double_free_large_uncached(void)
 	double_free_of(300000);
 }
 
+/* Two neighbouring blocks above the medium sizes freed: the zone keeps their pages as one
+ * free run (core/page/extent.c), headed by the first; a second free of the other finds
+ * a page that names nothing, inside that run. Also with a block cut from the run between
+ * (the run's start). */
+static void case_double_free_in_run(void)
+{
+	unsigned char *a = MALLOC(300000), *b = MALLOC(300000);
+	FREE(a);
+	FREE(b);
+	void *c = MALLOC(150000);
+	FREE(tu_opaque(b));
+	FREE(c);
+}
+
 /* A 10 MiB buffer is a span of the large zone, whose pages past the first name no block
  * in a plain run (slab.h, PF_BARE): a pointer inside one is still reported as inside a
  * large block, and a second free as a double free. */
@@ -658,6 +672,10 @@ static const struct bad_case cases[] = {
      {"medium blocks reused", NULL}},
     {"double free of a large block (pages given back)",
      case_double_free_large_uncached,
+     1,
+     {"uslub: free(): double free 0x", NULL}},
+    {"double free of a large block kept in a free run with the block before it",
+     case_double_free_in_run,
      1,
      {"uslub: free(): double free 0x", NULL}},
     {"double free of a 10 MiB buffer (a span)",

@@ -253,7 +253,7 @@ static void pay_moves(void)
 static void span_reused(void)
 {
 	tu_section("a 20 MiB buffer is cut from the zone's pages: freed and asked for again, "
-		   "the same pages, not faulted in again");
+		   "its pages, not faulted in again");
 #ifdef USLUB_PREFIXED
 	uint64_t huge0 = atomic_load(&uslub_huge_bytes);
 #endif
@@ -271,7 +271,9 @@ static void span_reused(void)
 	 * may hold it: the layout and the reuse are the letters' (large.c). */
 	int plain = !getenv("USLUB_DEBUG") || !*getenv("USLUB_DEBUG");
 	unsigned char *q = MALLOC(20 * MIB);
-	CHECK(q == p || !plain);
+	/* The zone keeps the freed pages whole, merged with free ones before them if any
+	 * (page/extent.c): the block is cut at the start of that run, over its own pages. */
+	CHECK(q && (q <= p || !plain) && q + 20 * MIB > p);
 	if (q)
 		memset(q, 2, 20 * MIB);
 	long faults = minor_faults() - faults0;
@@ -389,7 +391,7 @@ static bool any_pay_step(uint32_t step)
 static void placed_unfilled(void)
 {
 	tu_section("a 2 MiB buffer written at its ends goes free warm when no span has paid "
-		   "lately, and cold after an 8 MiB malloc paid for its fresh pages");
+		   "lately, and cold after a 20 MiB malloc paid for its fresh pages");
 	if (getenv("USLUB_DEBUG") && *getenv("USLUB_DEBUG"))
 		return; /* freed buffers wait in the quarantine */
 	CHECK(TRIM_THRESHOLD(0) == 1);
@@ -398,28 +400,35 @@ static void placed_unfilled(void)
 	 * free passes the keep, and the span below pays. */
 	MALLOC_TRIM(0);
 	/* Each between two in use: a cold block merged with a warm buddy counts warm. */
-	unsigned char *g[3], *p, *q, *warm;
+	unsigned char *g[4], *p, *q, *warm[2];
 	g[0] = MALLOC(2 * MIB);
 	p = MALLOC(2 * MIB);
 	g[1] = MALLOC(2 * MIB);
 	q = MALLOC(2 * MIB);
 	g[2] = MALLOC(2 * MIB);
-	warm = MALLOC(16 * MIB);
-	CHECK(g[0] && g[1] && g[2] && p && q && warm);
-	if (!g[0] || !g[1] || !g[2] || !p || !q || !warm)
+	warm[0] = MALLOC(16 * MIB);
+	g[3] = MALLOC(2 * MIB);
+	warm[1] = MALLOC(16 * MIB);
+	CHECK(g[0] && g[1] && g[2] && g[3] && p && q && warm[0] && warm[1]);
+	if (!g[0] || !g[1] || !g[2] || !g[3] || !p || !q || !warm[0] || !warm[1])
 		return;
 	p[0] = p[2 * MIB - 1] = q[0] = q[2 * MIB - 1] = 1;
-	memset(warm, 5, 16 * MIB);
-	FREE(warm);
+	/* Two warm runs apart, each shorter than the span below: it finds room in
+	 * neither as the zone keeps them (page/extent.c), and is placed on one with fresh
+	 * pages after it, which the other pays for. */
+	for (int i = 0; i < 2; i++) {
+		memset(warm[i], 5, 16 * MIB);
+		FREE(warm[i]);
+	}
 	set_pay_step(uslub_step_now() - 10);
 	uint64_t w0 = warm_free();
 	FREE(p);
 	uint64_t w1 = warm_free();
-	unsigned char *span = MALLOC(8 * MIB);
+	unsigned char *span = MALLOC(20 * MIB);
 	CHECK(span != NULL);
 	uint32_t paid = uslub_step_now();
 	CHECKF(any_pay_step(paid) || any_pay_step(paid - 1),
-	       "an 8 MiB malloc over the keep did not pay");
+	       "a 20 MiB malloc over the keep did not pay");
 	uint64_t w2 = warm_free();
 	FREE(q);
 	uint64_t w3 = warm_free();
@@ -431,7 +440,7 @@ static void placed_unfilled(void)
 	CHECKF(w3 < w2 + MIB, "after a pay: warm free memory %+.1f MiB",
 	       ((double)w3 - (double)w2) / MIB);
 	FREE(span);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		FREE(g[i]);
 }
 #endif

@@ -1,11 +1,10 @@
 /* The heap accounting walker (see check.h).
  *
- * 1. The page walk. Each node's regions are walked page by page over [FIRST_PAGE,
- *    grown): a free block's head (PAGE_FREE) covers 2^order pages, a slab's or a thread
- *    structure's head 2^order, a large block's head the pages it holds; every tail page of
- *    those must name that head and be of no kind of its own, which is what makes the
- *    extents disjoint. A page that none covers is "loose": it can only sit in some
- *    thread's page cache.
+ * 1. The page walk. Each node's regions are walked page by page over [FIRST_PAGE, grown):
+ *    the head of a free block (PAGE_FREE), a slab or a thread structure covers 2^order
+ *    pages, a large block or a run kept whole (PAGE_EXTENT) the pages it holds; every tail
+ *    page must name that head and be of no kind of its own, which makes the extents
+ *    disjoint. A page none covers is "loose": it can only sit in a thread's page cache.
  *
  * 2. The cross-checks. What the walk found is compared with what each structure claims:
  *    the buddy lists and their counters, each cache's slab and object counts and its node
@@ -128,7 +127,6 @@ static void check_slab(struct walk *w, struct page_desc *s, unsigned nid)
 	w->slabs_by_order[cls][s->order]++;
 	w->objects[cls] += capacity;
 	w->out->slabs++;
-
 	uint64_t word = atomic_load_explicit(&s->word, memory_order_acquire);
 	uint32_t inuse = w_inuse(word);
 	long listed = list_length(s, decode(w_head(word), page_address(s)));
@@ -244,10 +242,11 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 	while (i < r->grown) {
 		struct page_desc *d = first + i;
 		size_t len;
-		if (d->kind == PAGE_FREE) {
-			unsigned o = d->order;
-			len = (size_t)1 << o;
-			if (o > USLUB_MAX_ORDER || (i & (len - 1)) || i + len > r->grown) {
+		if (d->kind == PAGE_FREE || d->kind == PAGE_EXTENT) {
+			unsigned o = d->order, ext = d->kind == PAGE_EXTENT;
+			len = ext ? d->objects : (size_t)1 << o;
+			if ((!ext && (o > USLUB_MAX_ORDER || (i & (len - 1)))) || !len ||
+			    i + len > r->grown) {
 				bad(w, "free block %p: order %u at page %zu of %zu",
 				    page_address(d), o, i, r->grown);
 				i++;
@@ -258,7 +257,8 @@ static void walk_region(struct walk *w, struct region *r, unsigned nid)
 					bad(w, "free block %p: page %zu in it: kind %u, head %p",
 					    page_address(d), k, d[k].kind, (void *)d[k].head);
 			check_free_test(w, d, len);
-			w->free_heads[nid][o]++;
+			if (!ext)
+				w->free_heads[nid][o]++;
 			w->free_pages[nid] += len;
 			if (d->flags & PF_RELEASED)
 				out->released_pages += len;

@@ -269,6 +269,10 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 	struct page_desc *d;
 	bool reclaimed = false, borrowed = false;
 	while (!(d = uslub_find_block(n, order, gfp))) {
+		if (n->ext_pages) {
+			uslub_extents_flush_locked(n); /* the block may be among them */
+			continue;
+		}
 		if (gfp & GFP_NOGROW) {
 			n->nowait_misses++;
 			uslub_zone_unlock(n);
@@ -344,9 +348,13 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 	/* A big block the program did not write through goes free cold (decay.c, 11). */
 	unsigned flags = npages > PLACED_PAGES ? uslub_pages_unfilled(n, d, npages) : 0;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-	uslub_free_range_locked(n, d, npages, flags, (uint16_t)step);
-	if (npages > PLACED_PAGES)
-		n->freed[n->freed_next++ % FREED_HINTS] = d;
+	/* A bare block kept whole where the zone keeps extents (extent.c), unless the look
+	 * above handed its pages back. */
+	if (marked || flags || !uslub_extent_put_locked(n, d, npages, (uint16_t)step)) {
+		uslub_free_range_locked(n, d, npages, flags, (uint16_t)step);
+		if (npages > PLACED_PAGES)
+			n->freed[n->freed_next++ % FREED_HINTS] = d;
+	}
 	uslub_note_free(n);
 	uint64_t warm = n->warm_free_pages;
 	uslub_zone_unlock(n);
@@ -492,6 +500,8 @@ void uslub_pages_use(unsigned nodes, unsigned arenas)
 		pthread_mutex_init(&n->lock, NULL);
 		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
 			CDS_INIT_LIST_HEAD(&n->free_area[o]);
+		for (unsigned b = 0; b < EXT_BINS; b++)
+			CDS_INIT_LIST_HEAD(&n->ext_bin[b]);
 	}
 	uslub_nr_arenas = arenas;
 }
@@ -530,6 +540,9 @@ int uslub_pages_check(unsigned node)
 		if (count != n->nr_free[o])
 			bad |= 16;
 	}
+	bad |= uslub_extents_check(n);
+	free_pages += n->ext_pages;
+	warm += n->ext_pages;
 	if (free_pages != n->free_pages || warm != n->warm_free_pages ||
 	    released != n->released_free_pages)
 		bad |= 32;

@@ -222,6 +222,7 @@ struct page_desc *uslub_shed_locked(struct uslub_node *n, uint32_t step, uint64_
 	uint64_t by_age[DECAY_STEPS + 1] = {0};
 	unsigned seen = 0;
 	struct page_desc *d, *batch = NULL;
+	uslub_extents_flush_locked(n);
 	for (int o = USLUB_MAX_ORDER; o >= 0 && seen < DECAY_SCAN; o--)
 		cds_list_for_each_entry(d, &n->free_area[o], list)
 		{
@@ -384,6 +385,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 		for (unsigned round = 0; fresh && round < (moves ? PAY_ROUNDS : 1); round++) {
 			struct page_desc *batch = NULL;
 			uslub_lock(&o->lock, USLUB_LOCK_ZONE);
+			uslub_extents_flush_locked(o);
 			if (o->warm_free_pages > o_keep) {
 				uint64_t over = o->warm_free_pages - o_keep;
 				over = over < room ? over : room;
@@ -475,6 +477,7 @@ size_t uslub_release_blocks(unsigned node, uint64_t keep, enum release_mode mode
 	struct page_desc *batch = NULL;
 
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+	uslub_extents_flush_locked(n);
 	for (int o = USLUB_MAX_ORDER; o >= 0 && (mode == RELEASE_ALL || n->warm_free_pages > keep);
 	     o--) {
 		struct page_desc *d, *tmp;

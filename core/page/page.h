@@ -30,6 +30,9 @@ struct uslub_moved {
 };
 
 #define FREED_HINTS 4
+/* Bins of free runs kept whole (extent.c): lengths below 8 pages one each, then four a
+ * doubling up to 65,535 pages. */
+#define EXT_BINS 60
 
 struct uslub_node {
 	pthread_mutex_t lock;
@@ -44,6 +47,14 @@ struct uslub_node {
 	 * (ring at freed_next): where a big block's search looks first (run.c, recent_fit). */
 	struct page_desc *freed[FREED_HINTS];
 	unsigned freed_next;
+	/* Free runs kept whole in front of the buddy (extent.c): bins by length, the mask of
+	 * those that hold one (stored atomically, peeked at without the lock), their pages
+	 * (counted in free_pages and warm_free_pages too). */
+	struct cds_list_head ext_bin[EXT_BINS];
+	uint64_t ext_mask;
+	uint64_t ext_pages;
+	uint64_t ext_hits;    /* large blocks cut from one */
+	uint64_t ext_flushes; /* times the zone gave its extents to the buddy */
 	uint64_t free_pages;
 	uint64_t warm_free_pages; /* free and probably resident */
 	uint64_t warm_told;	  /* what uslub_warm_pages_all has of it (uslub_zone_unlock) */
@@ -142,6 +153,10 @@ void uslub_pages_free_bare(struct page_desc *d, size_t npages);
 /* Blocks ds[i] of npages[i] pages back, as uslub_pages_free_range does each, with one
  * lock hold per run of blocks of one zone. */
 void uslub_pages_free_blocks(struct page_desc *const *ds, const uint16_t *npages, unsigned k);
+/* A large block of npages from the free runs zone `zone` keeps whole (extent.c), its
+ * pages warm; NULL where none is long enough, or, with `trylock`, where the zone's lock
+ * is held. */
+struct page_desc *uslub_extent_take(unsigned zone, size_t npages, bool trylock);
 /* Take pages [d, d + npages) out of the free lists if all are free; 0 on success. */
 int uslub_pages_claim(struct page_desc *d, size_t npages);
 /* npages for a large block from the zone's free blocks only: out of one block of the
@@ -361,6 +376,22 @@ struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, un
 struct page_desc *uslub_free_block_of(struct page_desc *d);
 /* The free block whose last page is d, or NULL (a free block's last page keeps a hint). */
 struct page_desc *uslub_free_block_ending(struct page_desc *d);
+
+/* ---- free runs kept whole (extent.c) ----------------------------------------------- */
+
+/* Freed pages [d, d + npages) of zone n kept as an extent, merged with those beside it,
+ * under the lock; false where the zone keeps none (a slab zone) and the buddy takes
+ * them. `stamp`: the decay step they went free in. */
+bool uslub_extent_put_locked(struct uslub_node *n, struct page_desc *d, size_t npages,
+			     uint16_t stamp);
+/* Every extent of zone n to the buddy, under the lock: before anything takes free blocks
+ * off the lists by age or place, and before the zone grows. */
+void uslub_extents_flush_locked(struct uslub_node *n);
+/* realloc's claim of [d, d + npages) where d heads an extent: 0 when the extent held it
+ * (the rest stays one); -1 otherwise, the extent then given to the buddy. */
+int uslub_extent_claim_locked(struct uslub_node *n, struct page_desc *d, size_t npages);
+/* The bins' invariants, for uslub_pages_check: 0 when consistent. */
+int uslub_extents_check(struct uslub_node *n);
 
 /* ---- regions (region.c) ------------------------------------------------------------ */
 

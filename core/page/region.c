@@ -242,6 +242,7 @@ size_t uslub_pages_unmap_free(void)
 		if (!zone_in_use(z))
 			continue;
 		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+		uslub_extents_flush_locked(n);
 		for (struct region *r = n->regions; r; r = r->next) {
 			while (r->grown > FIRST_PAGE) {
 				struct page_desc *b =

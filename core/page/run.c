@@ -57,7 +57,9 @@ int uslub_pages_claim(struct page_desc *d, size_t npages)
 	if (page_index(d) + npages > __atomic_load_n(&r->grown, __ATOMIC_RELAXED))
 		return -1;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-	int rc = claim_locked(n, d, npages);
+	int rc = uslub_extent_claim_locked(n, d, npages);
+	if (rc != 0)
+		rc = claim_locked(n, d, npages);
 	uslub_zone_unlock(n);
 	return rc;
 }
@@ -466,6 +468,12 @@ again:;
 		}
 	if (!d && f.best)
 		d = span_claim(n, f.best, npages);
+	if (!d && grow && n->ext_pages) {
+		/* Before the zone grows, the runs it keeps whole (extent.c) join the search. */
+		uslub_extents_flush_locked(n);
+		f = (struct span_fit){.npages = npages};
+		goto again;
+	}
 	/* Each step is at most a MAX_BLOCK, and smaller ones (up to USLUB_MAX_ORDER of
 	 * them) align a new region's first pages; a new region (the old one full) starts
 	 * over. Without the alignment steps a program's first big buffer found the zone too

@@ -192,13 +192,19 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	 * With no other arena, a big block's search is made once, with the growth. */
 	bool big = span || npages > PLACED_PAGES;
 	unsigned others = zone >= MAX_NODES ? uslub_nr_arenas - 1 : 0;
-	struct page_desc *d =
-	    others || !big ? large_pages(zone, npages, order, aligned, span, false) : NULL;
+	/* First the free runs the arenas keep whole (page/extent.c): a bare block is cut
+	 * from one without the buddy's split and search. */
+	bool runs = zone >= MAX_NODES && !aligned && blocks_bare();
+	struct page_desc *d = runs ? uslub_extent_take(zone, npages, false) : NULL;
+	if (!d && (others || !big))
+		d = large_pages(zone, npages, order, aligned, span, false);
 	for (unsigned a = 1; !d && a <= others; a++) {
 		unsigned oz = LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas);
-		d = big ? large_pages(oz, npages, order, aligned, span, false)
-			: uslub_pages_alloc_exact(oz, order, npages, aligned,
-						  GFP_NOGROW | GFP_TRYLOCK);
+		d = runs ? uslub_extent_take(oz, npages, true) : NULL;
+		if (!d)
+			d = big ? large_pages(oz, npages, order, aligned, span, false)
+				: uslub_pages_alloc_exact(oz, order, npages, aligned,
+							  GFP_NOGROW | GFP_TRYLOCK);
 	}
 	if (!d)
 		d = large_pages(zone, npages, order, aligned, span, true);

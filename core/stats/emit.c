@@ -323,6 +323,8 @@ static void emit_nodes(struct emitter *e, const struct snap *s)
 		emit_kv(e, "nowait_misses", ", no-wait misses %lu", COUNT, ns->nowait_misses);
 		emit_kv(e, "reclaims", NULL, COUNT, ns->reclaims);
 		emit_kv(e, "large_runs", ", large runs %lu", COUNT, ns->runs);
+		emit_kv(e, "extent_hits", ", kept-run hits %lu", COUNT, ns->extent_hits);
+		emit_kv(e, "extent_flushes", NULL, COUNT, ns->extent_flushes);
 		emit_kv(e, "moved_bytes", NULL, BYTES, ns->moved);
 		emit_kv(e, "returned_bytes", ", returned %lu KiB\n", BYTES, ns->released);
 		json_break(e, "   ");

@@ -184,7 +184,7 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 		ns->release_calls = load(&un->release_calls);
 		ns->regions = load(&un->region_count);
 		ns->reclaims = load(&un->reclaims);
-		ns->runs = ns->moved = 0;
+		ns->runs = ns->moved = ns->extent_hits = ns->extent_flushes = 0;
 		/* The node's large-block zones (one an arena) add to its page figures. */
 		for (unsigned a = 0; a < uslub_nr_arenas; a++) {
 			struct uslub_node *lz = &uslub_nodes[LARGE_ARENA_ZONE(n, a)];
@@ -198,6 +198,8 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 			ns->regions += load(&lz->region_count);
 			ns->reclaims += load(&lz->reclaims);
 			ns->runs += load(&lz->runs);
+			ns->extent_hits += load(&lz->ext_hits);
+			ns->extent_flushes += load(&lz->ext_flushes);
 			ns->moved += load(&lz->moved_pages) << USLUB_PAGE_SHIFT;
 		}
 		ns->any_partial_calls = load(&un->any_partial_calls);

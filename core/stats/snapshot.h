@@ -28,7 +28,7 @@ struct cache_snap {
 struct node_snap {
 	uint64_t free_blocks[NORDERS];
 	uint64_t free_pages, warm_free_pages, grows, nowait_misses, released, release_calls;
-	uint64_t regions, reclaims, runs, moved;
+	uint64_t regions, reclaims, runs, moved, extent_hits, extent_flushes;
 	uint64_t any_partial_calls, any_partial_tried, any_partial_again, remote_slabs;
 	uint64_t remote_objects, local_partial_hits;
 	/* get_any_partial's visit order (node.h), nr_nodes() - 1 entries */
