@@ -269,14 +269,14 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 	struct page_desc *d;
 	bool reclaimed = false, borrowed = false;
 	while (!(d = uslub_find_block(n, order, gfp))) {
-		if (n->ext_pages) {
-			uslub_extents_flush_locked(n); /* the block may be among them */
-			continue;
-		}
 		if (gfp & GFP_NOGROW) {
 			n->nowait_misses++;
 			uslub_zone_unlock(n);
 			return NULL;
+		}
+		if (n->ext_pages) {
+			uslub_extents_flush_locked(n); /* the block may be among them */
+			continue;
 		}
 		/* The large zone borrows before it grows; the slab zone only when it cannot
 		 * grow (at the cap, where memory beats tidiness). */

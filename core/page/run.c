@@ -468,8 +468,9 @@ again:;
 		}
 	if (!d && f.best)
 		d = span_claim(n, f.best, npages);
-	if (!d && grow && n->ext_pages) {
-		/* Before the zone grows, the runs it keeps whole (extent.c) join the search. */
+	if (!d && n->ext_pages) {
+		/* Before the zone grows or says it has no room, the runs it keeps whole
+		 * (extent.c) join the search. */
 		uslub_extents_flush_locked(n);
 		f = (struct span_fit){.npages = npages};
 		goto again;
