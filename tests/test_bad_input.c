@@ -400,16 +400,16 @@ static void case_double_free_large_uncached(void)
 	double_free_of(300000);
 }
 
-/* Two neighbouring blocks above the medium sizes freed: the zone keeps their pages as one
+/* Two neighbouring blocks of more than 1 MiB freed: the zone keeps their pages as one
  * free run (core/page/extent.c), headed by the first; a second free of the other finds
  * a page that names nothing, inside that run. Also with a block cut from the run between
  * (the run's start). */
 static void case_double_free_in_run(void)
 {
-	unsigned char *a = MALLOC(300000), *b = MALLOC(300000);
+	unsigned char *a = MALLOC(1500000), *b = MALLOC(1500000);
 	FREE(a);
 	FREE(b);
-	void *c = MALLOC(150000);
+	void *c = MALLOC(1200000);
 	FREE(tu_opaque(b));
 	FREE(c);
 }

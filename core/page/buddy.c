@@ -348,9 +348,12 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 	/* A big block the program did not write through goes free cold (decay.c, 11). */
 	unsigned flags = npages > PLACED_PAGES ? uslub_pages_unfilled(n, d, npages) : 0;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-	/* A bare block kept whole where the zone keeps extents (extent.c), unless the look
-	 * above handed its pages back. */
-	if (marked || flags || !uslub_extent_put_locked(n, d, npages, (uint16_t)step)) {
+	/* A bare block kept whole where the zone keeps extents (extent.c): one of more
+	 * than PLACED_PAGES, or one beside an extent; unless the look above handed its
+	 * pages back. Smaller blocks are the buddy's, whose runs pack them end to end
+	 * (blocks of up to 512 KiB replaced at random ran at 0.66x as extents). */
+	if (marked || flags ||
+	    !uslub_extent_put_locked(n, d, npages, (uint16_t)step, npages > PLACED_PAGES)) {
 		uslub_free_range_locked(n, d, npages, flags, (uint16_t)step);
 		if (npages > PLACED_PAGES)
 			n->freed[n->freed_next++ % FREED_HINTS] = d;

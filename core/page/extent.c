@@ -109,22 +109,29 @@ static void extent_remove(struct uslub_node *n, struct page_desc *d)
 }
 
 bool uslub_extent_put_locked(struct uslub_node *n, struct page_desc *d, size_t npages,
-			     uint16_t stamp)
+			     uint16_t stamp, bool alone)
 {
 	if (!keeps_extents(n) || npages > EXT_MAX_PAGES)
 		return false;
 	struct region *r = region_of(d);
 	struct page_desc *left = page_index(d) > FIRST_PAGE ? extent_ending(d - 1) : NULL;
+	struct page_desc *right = d + npages;
+	if (page_index(right) >= r->grown ||
+	    __atomic_load_n(&right->kind, __ATOMIC_RELAXED) != PAGE_EXTENT)
+		right = NULL;
+	if (left && left->objects + npages > EXT_MAX_PAGES)
+		left = NULL;
+	if (right && right->objects + npages + (left ? left->objects : 0) > EXT_MAX_PAGES)
+		right = NULL;
+	if (!alone && !left && !right)
+		return false;
 	d->head = NULL; /* inside the extent, if it joins the one before */
-	if (left && left->objects + npages <= EXT_MAX_PAGES) {
+	if (left) {
 		npages += left->objects;
 		extent_remove(n, left);
 		d = left;
 	}
-	struct page_desc *right = d + npages;
-	if (page_index(right) < r->grown &&
-	    __atomic_load_n(&right->kind, __ATOMIC_RELAXED) == PAGE_EXTENT &&
-	    right->objects + npages <= EXT_MAX_PAGES) {
+	if (right) {
 		size_t more = right->objects;
 		extent_remove(n, right);
 		npages += more;
@@ -201,6 +208,18 @@ void uslub_extents_flush_locked(struct uslub_node *n)
 			extent_flush(n, cds_list_entry(list->next, struct page_desc, list));
 	}
 	n->ext_flushes++;
+}
+
+bool uslub_extents_flush(unsigned zone)
+{
+	struct uslub_node *n = &uslub_nodes[zone];
+	if (!__atomic_load_n(&n->ext_mask, __ATOMIC_RELAXED))
+		return false;
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+	bool any = n->ext_pages;
+	uslub_extents_flush_locked(n);
+	uslub_zone_unlock(n);
+	return any;
 }
 
 int uslub_extent_claim_locked(struct uslub_node *n, struct page_desc *d, size_t npages)

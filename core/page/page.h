@@ -157,6 +157,9 @@ void uslub_pages_free_blocks(struct page_desc *const *ds, const uint16_t *npages
  * pages warm; NULL where none is long enough, or, with `trylock`, where the zone's lock
  * is held. */
 struct page_desc *uslub_extent_take(unsigned zone, size_t npages, bool trylock);
+/* Every run zone `zone` keeps whole to the buddy (takes the lock); false where it kept
+ * none. */
+bool uslub_extents_flush(unsigned zone);
 /* Take pages [d, d + npages) out of the free lists if all are free; 0 on success. */
 int uslub_pages_claim(struct page_desc *d, size_t npages);
 /* npages for a large block from the zone's free blocks only: out of one block of the
@@ -380,10 +383,11 @@ struct page_desc *uslub_free_block_ending(struct page_desc *d);
 /* ---- free runs kept whole (extent.c) ----------------------------------------------- */
 
 /* Freed pages [d, d + npages) of zone n kept as an extent, merged with those beside it,
- * under the lock; false where the zone keeps none (a slab zone) and the buddy takes
- * them. `stamp`: the decay step they went free in. */
+ * under the lock - unless `alone`, only where one lies beside them; false where they
+ * are not kept (a slab zone keeps none) and the buddy takes them. `stamp`: the decay
+ * step they went free in. */
 bool uslub_extent_put_locked(struct uslub_node *n, struct page_desc *d, size_t npages,
-			     uint16_t stamp);
+			     uint16_t stamp, bool alone);
 /* Every extent of zone n to the buddy, under the lock: before anything takes free blocks
  * off the lists by age or place, and before the zone grows. */
 void uslub_extents_flush_locked(struct uslub_node *n);

@@ -194,9 +194,13 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	unsigned others = zone >= MAX_NODES ? uslub_nr_arenas - 1 : 0;
 	/* First the free runs the arenas keep whole (page/extent.c): a bare block is cut
 	 * from one without the buddy's split and search. */
-	bool runs = zone >= MAX_NODES && !aligned && blocks_bare();
+	bool runs = npages > PLACED_PAGES && !aligned && blocks_bare();
 	struct page_desc *d = runs ? uslub_extent_take(zone, npages, false) : NULL;
 	if (!d && (others || !big))
+		d = large_pages(zone, npages, order, aligned, span, false);
+	/* The buddy without them had no room: with them, before any other zone is looked at
+	 * and before the medium caches are drained for the growth (the shrink hook). */
+	if (!d && runs && uslub_extents_flush(zone) && (others || !big))
 		d = large_pages(zone, npages, order, aligned, span, false);
 	for (unsigned a = 1; !d && a <= others; a++) {
 		unsigned oz = LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas);
