@@ -5,6 +5,7 @@
  *   headed by the first: the middle joins both.
  * - A block of 400 pages is cut from the run's start; the rest stays a run.
  * - realloc grows a block into the run after it, in place, and a shrink's tail joins it.
+ * - A freed span (more than 4 MiB) goes to the buddy, whose search places spans.
  * - The zone's decay pass, and malloc_trim, give the buddy every run; the zone's lists
  *   and counters consistent throughout (uslub_pages_check counts the runs).
  * - Blocks of 1-4 MiB freed in a random order over a live set: every run's pages counted, and
@@ -86,6 +87,15 @@ static void merge_and_cut(void)
 	CHECK(desc_of(a)->kind == PAGE_FREE);
 	CHECK_EQ(uslub_pages_check((unsigned)(n - uslub_nodes)), 0);
 	FREE(guard);
+
+	/* A span (more than 4 MiB) is no run's: the buddy's search places spans, warmest
+	 * first, and a freed one goes back to it. */
+	char *span = MALLOC(6UL << 20);
+	memset(span, 3, 6UL << 20);
+	uint64_t kept = zone_of(span)->ext_pages;
+	FREE(span);
+	CHECKF(zone_of(span)->ext_pages == kept && desc_of(span)->kind != PAGE_EXTENT,
+	       "a freed span kept as a run");
 }
 
 static void random_frees(void)

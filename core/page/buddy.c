@@ -352,12 +352,12 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 	 * than PLACED_PAGES, or one beside an extent; unless the look above handed its
 	 * pages back. Smaller blocks are the buddy's, whose runs pack them end to end
 	 * (blocks of up to 512 KiB replaced at random ran at 0.66x as extents). */
-	if (marked || flags ||
-	    !uslub_extent_put_locked(n, d, npages, (uint16_t)step, npages > PLACED_PAGES)) {
+	if (marked || flags || npages > (1UL << USLUB_MAX_ORDER) ||
+	    !uslub_extent_put_locked(n, d, npages, (uint16_t)step, npages > PLACED_PAGES))
 		uslub_free_range_locked(n, d, npages, flags, (uint16_t)step);
-		if (npages > PLACED_PAGES)
-			n->freed[n->freed_next++ % FREED_HINTS] = d;
-	}
+	/* Where a big block's search looks first once the buddy has these pages again. */
+	if (npages > PLACED_PAGES)
+		n->freed[n->freed_next++ % FREED_HINTS] = d;
 	uslub_note_free(n);
 	uint64_t warm = n->warm_free_pages;
 	uslub_zone_unlock(n);
