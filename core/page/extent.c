@@ -1,15 +1,15 @@
 /* Free runs kept whole ("extents"): the large-block zones' front, where a freed block of
- * more than 128 KiB waits as it is, merged with the extents beside it, for the next
- * block of the zone to be cut from, before the buddy splits it into power-of-two blocks.
- * The page layer's sections 1-11 are in region.c, buddy.c and decay.c; this is 12.
+ * 1-4 MiB waits as it is, merged with the extents beside it, for the next such block of
+ * the zone to be cut from, before the buddy splits it into power-of-two blocks. The page
+ * layer's sections 1-11 are in region.c, buddy.c and decay.c; this is 12.
  *
  * 12. Extents. A block of 1-2 MiB replaced at random went through the buddy twice: its
  *     free cut it into up to twenty naturally aligned blocks, each merged with its buddies
- *     (free_one, list_insert, free_block_of: 1,700 instructions), and the next block's
- *     search walked the runs of free blocks for the warmest place (span_fit_run: 1,000
- *     more), where tcmalloc's page heap takes 900 for the whole replacement: its spans
- *     keep any length and coalesce with a look at the pages on either side
- *     (tools/bench/results/extents.md). An extent is such a span, kept in front of the
+ *     (free_one, list_insert, free_block_of), and the next block's search walked the runs
+ *     of free blocks for the warmest place (span_fit_run): some 4,000 instructions a
+ *     replacement where tcmalloc's page heap takes 900, its spans of any length
+ *     coalescing with a look at the pages on either side (docs/design.md, "Free runs kept
+ *     whole"; tools/bench/results/extents.md). An extent is such a span, in front of the
  *     buddy:
  *
  *      - its first page's descriptor is the head (kind PAGE_EXTENT, `objects` its pages,
@@ -26,13 +26,15 @@
  *        stats see them as free memory), never on the buddy's lists: whatever takes
  *        free blocks off the lists by age or by place first gives every extent to the
  *        buddy (uslub_extents_flush_locked): the decay's pass and the bound's shed, a
- *        hand-back at a cap or malloc_trim, the unmap of a region's top, a span's pay,
- *        and a zone about to grow, which may find its block among them. So the zone's
- *        next decay pass (one a step, USLUB_DECAY_MS / 8) gives the buddy what an
- *        extent held, with the step it went free in, and ages it as ever.
- *      - only the arenas' zones keep them (blocks of more than MEDIUM_MAX_PAGES), and
- *        only bare blocks (no checker watches: large.c, blocks_bare). realloc grows a
- *        block into the extent after it (uslub_extent_claim_locked).
+ *        hand-back at a cap or malloc_trim, the unmap of a region's top, a span's pay and
+ *        its placement, and a search that found no room. So the zone's next decay pass
+ *        (one a step, USLUB_DECAY_MS / 8) gives the buddy what an extent held, with the
+ *        step it went free in, and ages it as ever.
+ *      - only the arenas' zones keep them, only of bare blocks (no checker watches:
+ *        large.c, blocks_bare): a block of 1-4 MiB, or a piece freed beside an extent.
+ *        Smaller blocks are the buddy's, whose runs pack them end to end; spans are
+ *        placed by its search, warmest first. realloc grows a block into the extent
+ *        after it (uslub_extent_claim_locked).
  *
  * A second free of a block in an extent finds no live block: its head reads
  * PAGE_EXTENT, or its page names nothing and the block before it is no large one
