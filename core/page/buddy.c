@@ -351,7 +351,7 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 	/* A bare block kept whole where the zone keeps extents (extent.c): one of more
 	 * than PLACED_PAGES, or one beside an extent; unless the look above handed its
 	 * pages back. Smaller blocks are the buddy's, whose runs pack them end to end
-	 * (blocks of up to 512 KiB replaced at random ran at 0.66x as extents). */
+	 * (blocks of up to 512 KiB replaced at random ran at 0.7x as extents). */
 	if (marked || flags || npages > (1UL << USLUB_MAX_ORDER) ||
 	    !uslub_extent_put_locked(n, d, npages, (uint16_t)step, npages > PLACED_PAGES))
 		uslub_free_range_locked(n, d, npages, flags, (uint16_t)step);
