@@ -113,7 +113,9 @@ static void extent_remove(struct uslub_node *n, struct page_desc *d)
 bool uslub_extent_put_locked(struct uslub_node *n, struct page_desc *d, size_t npages,
 			     uint16_t stamp, bool alone)
 {
-	if (!keeps_extents(n) || npages > EXT_MAX_PAGES)
+	/* A piece that may only join an extent needs none of the looks where there is none
+	 * (every free of 128 KiB - 1 MiB in a zone that keeps no extents). */
+	if (!keeps_extents(n) || npages > EXT_MAX_PAGES || (!alone && !n->ext_pages))
 		return false;
 	struct region *r = region_of(d);
 	struct page_desc *left = page_index(d) > FIRST_PAGE ? extent_ending(d - 1) : NULL;
@@ -152,8 +154,7 @@ static struct page_desc *extent_cut(struct uslub_node *n, struct page_desc *e, s
 		extent_add(n, e + npages, len - npages, stamp);
 	n->ext_hits++;
 	uslub_note_reuse(n);
-	e->flags = 0;
-	return e;
+	return e; /* flags 0, as every extent's: warm, so calloc clears it */
 }
 
 struct page_desc *uslub_extent_take(unsigned zone, size_t npages, bool trylock)
