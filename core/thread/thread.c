@@ -2,6 +2,7 @@
  * orders 0-3, page/pcp.c), its registry, its teardown, and the reaping of states whose
  * thread is gone. Start-up and fork: startup.c. */
 #include "thread/thread.h"
+#include "hooks.h"
 #include "os/options.h"
 #include "page/node.h"
 #include "page/page.h"
@@ -41,11 +42,6 @@ static pthread_key_t thread_key;
  * least growth of the registry since the last pass that starts one (else half its size). */
 #define SWEEP_BUDGET 4
 #define SWEEP_SLACK  8
-
-static unsigned thread_order(void)
-{
-	return uslub_get_order(sizeof(struct uslub_thread));
-}
 
 /* The reaping pass (see below), under uslub_registry_lock; the sizes are read without it
  * to decide that there is nothing to do. */
@@ -113,7 +109,7 @@ static struct uslub_thread *thread_make(void)
 {
 	/* Before this state is made, so a reaped state's pages can be the new one's. */
 	uslub_threads_reap(SWEEP_BUDGET);
-	unsigned order = thread_order();
+	unsigned order = uslub_get_order(sizeof(struct uslub_thread));
 	struct page_desc *d = uslub_pages_alloc(0, order, 0);
 	if (!d)
 		return NULL;
@@ -146,6 +142,7 @@ static struct uslub_thread *thread_make(void)
 	 * uses a few classes would pay for all of them in resident memory. */
 	registry_add(t);
 	uslub_tls_state = t;
+	uslub_hooks.background_note(0); /* a thread not found idle yet, as above */
 	/* May allocate (for keys past the first 32) and so come back here: by now the
 	 * thread's state is in place, so the nested call takes the ordinary path. */
 	pthread_setspecific(thread_key, t);
@@ -163,6 +160,9 @@ struct uslub_thread *uslub_thread_state(void)
 		bool in = uslub_slow_enter(t);
 		__atomic_store_n(&t->parked, false, __ATOMIC_RELAXED);
 		uslub_slow_exit(t, in);
+		/* A background thread asleep until a page free looks at it again: its frees
+		 * may all stop in its caches (so test_parked's were never taken again). */
+		uslub_hooks.background_note(0);
 	}
 	return t;
 }
