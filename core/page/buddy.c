@@ -216,6 +216,32 @@ struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, un
 	return d;
 }
 
+void uslub_take_pages_locked(struct uslub_node *n, struct page_desc *d, size_t npages)
+{
+	unsigned flags = d->flags;
+	uint16_t stamp = d->objects;
+	size_t end = 1UL << d->order;
+	uslub_list_remove(n, d);
+	/* [npages, end) in the largest naturally aligned pieces, lowest first: at offset i,
+	 * 2^ctz(i) pages, which end at or before `end` (a power of two above i). Each
+	 * piece's buddy, at i - 2^k (i is an odd multiple of 2^k), holds page npages - 1, so
+	 * none can merge and none is tried (the tail's free, merges tried, was 820
+	 * instructions of a 512 KiB block's 1,200: tools/bench/results/split-tails.md). */
+	for (size_t i = npages; i < end;) {
+		unsigned k = (unsigned)__builtin_ctzl(i);
+		list_insert(n, d + i, k, flags, stamp);
+		i += 1UL << k;
+	}
+	uslub_note_reuse(n);
+	d->flags = (uint8_t)(flags & PF_COLD);
+	if (uslub_memcheck) {
+		if (flags & PF_COLD)
+			vg_defined(page_address(d), npages << USLUB_PAGE_SHIFT);
+		else
+			vg_undefined(page_address(d), npages << USLUB_PAGE_SHIFT);
+	}
+}
+
 /* Before the large-block zone grows the heap, it borrows a free block from the node's slab
  * zone (the block stays in its region, and goes back to that zone when freed). Only this
  * way round: slab pages borrowed into the large zone's regions would split its free blocks

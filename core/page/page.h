@@ -375,6 +375,9 @@ void uslub_free_range_locked(struct uslub_node *n, struct page_desc *d, size_t n
 struct page_desc *uslub_find_block(struct uslub_node *n, unsigned order, unsigned gfp);
 /* Block d out of zone n's lists, cut to `order`; the lock is held and dropped here. */
 struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, unsigned order);
+/* The first npages (fewer than it holds) of free block d, not handed back, out of zone
+ * n's lists; the rest stays free. Under the lock, kept. */
+void uslub_take_pages_locked(struct uslub_node *n, struct page_desc *d, size_t npages);
 /* The free block that holds page `d`, or NULL if the page is in use. */
 struct page_desc *uslub_free_block_of(struct page_desc *d);
 /* The free block whose last page is d, or NULL (a free block's last page keeps a hint). */

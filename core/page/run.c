@@ -190,6 +190,14 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 			d->order = (uint8_t)order;
 			return d;
 		}
+		if (!(d->flags & PF_RELEASED)) {
+			/* Its tail and the halves beyond its order stay free, split in
+			 * place under the lock held. */
+			uslub_take_pages_locked(n, d, npages);
+			uslub_zone_unlock(n);
+			d->order = (uint8_t)order;
+			return d;
+		}
 		d = uslub_take_block(n, d, order);
 		if (!d)
 			return NULL;
