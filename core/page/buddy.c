@@ -372,7 +372,7 @@ static void free_range(struct page_desc *d, size_t npages, bool marked)
 		clear_tails(d, npages);
 	d->owner = NULL;
 	/* A big block the program did not write through goes free cold (decay.c, 11). */
-	unsigned flags = npages > PLACED_PAGES ? uslub_pages_unfilled(n, d, npages) : 0;
+	unsigned flags = npages > PLACED_PAGES ? uslub_pages_unfilled(n, d, npages, step) : 0;
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	/* A bare block kept whole where the zone keeps extents (extent.c): one of more
 	 * than PLACED_PAGES, or one beside an extent; unless the look above handed its

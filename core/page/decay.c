@@ -565,17 +565,19 @@ size_t uslub_hand_back(struct uslub_node *n, struct page_desc *batch)
 /* Pages of each window looked at. */
 #define UNFILLED_PROBE 16
 
-unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t npages)
+unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t npages,
+			      uint32_t step)
 {
-	/* Where the zone keeps no more than its keep with this block warm, no span pays for
-	 * it, and it is not looked at. */
-	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) + npages <= uslub_pay_keep(n))
-		return 0;
 	/* A block a span's pages could not be (up to 4 MiB) counts warm only for the pays:
-	 * with no span paying in this step or the last, it is not looked at either. Signed:
-	 * another thread may have stored a step later than the one read here. */
+	 * with no span paying in this step or the last, it is not looked at. Signed: another
+	 * thread may have stored a step later than the one read here. First, as the cheaper
+	 * test: the keep's below was 160 of a 2 MiB block's free's 900 instructions. */
 	if (npages <= (1UL << USLUB_MAX_ORDER) &&
-	    (int32_t)(uslub_step_now() - __atomic_load_n(&n->pay_step, __ATOMIC_RELAXED)) > 1)
+	    (int32_t)(step - __atomic_load_n(&n->pay_step, __ATOMIC_RELAXED)) > 1)
+		return 0;
+	/* Where the zone keeps no more than its keep with this block warm, no span pays for
+	 * it, and it is not looked at either. */
+	if (__atomic_load_n(&n->warm_free_pages, __ATOMIC_RELAXED) + npages <= uslub_pay_keep(n))
 		return 0;
 	char *p = page_address(d);
 	size_t bytes = npages << USLUB_PAGE_SHIFT;

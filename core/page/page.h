@@ -201,8 +201,9 @@ size_t uslub_pages_release(unsigned node, uint64_t keep);
 void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages);
 /* The flags block d of npages (more than PLACED_PAGES) goes free with, looked at without the
  * lock: PF_COLD, its pages handed back, where the program did not write it through; else
- * 0 (decay.c, section 11). */
-unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t npages);
+ * 0 (decay.c, section 11). `step`: the decay step now. */
+unsigned uslub_pages_unfilled(struct uslub_node *n, struct page_desc *d, size_t npages,
+			      uint32_t step);
 /* Move up to `want` pages of the batch's blocks (off the lists, being paid) into the
  * pages of span d that are not resident (move.c): the pages moved, 0 where none could.
  * Where some moved, the batch's blocks it never reached are cut off into *rest. */
