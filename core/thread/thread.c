@@ -142,7 +142,7 @@ static struct uslub_thread *thread_make(void)
 	 * uses a few classes would pay for all of them in resident memory. */
 	registry_add(t);
 	uslub_tls_state = t;
-	uslub_hooks.background_note(0); /* a thread not found idle yet, as above */
+	uslub_hooks.background_note(0); /* to be looked at: uslub_thread_state says why */
 	/* May allocate (for keys past the first 32) and so come back here: by now the
 	 * thread's state is in place, so the nested call takes the ordinary path. */
 	pthread_setspecific(thread_key, t);
