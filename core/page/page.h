@@ -172,9 +172,8 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
  * ones, then the zone grown for it. NULL, ENOMEM. For spans (more than a MAX_BLOCK) and
  * for large blocks of more than PLACED_PAGES. */
 struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages);
-/* The same from the zone's free pages only: NULL, ENOMEM, where it would grow; with
- * `trylock`, NULL where another thread holds the zone's lock. */
-struct page_desc *uslub_pages_find_span(unsigned node, size_t npages, bool trylock);
+/* The same from the zone's free pages only: NULL, ENOMEM, where it would grow. */
+struct page_desc *uslub_pages_find_span(unsigned node, size_t npages);
 /* Large blocks of more than this many pages (1 MiB) are placed as spans are, in the
  * tightest of the warmest holes, not cut from a block of their order (slab/large.c says
  * why); blocks of exactly 1 MiB, common in programs (realloc_mix has one in 21), are not:

@@ -432,7 +432,7 @@ static struct page_desc *recent_fit(struct uslub_node *n, struct span_fit *f)
  * npages. A program that replaces such buffers so reuses the pages it has: a mapping of
  * its own for each, mapped, moved by mremap and faulted in anew, cost 15-40 us a page on
  * this VM (tools/bench/results/big-buffers.md). */
-static struct page_desc *alloc_span(unsigned node, size_t npages, bool grow, bool trylock)
+static struct page_desc *alloc_span(unsigned node, size_t npages, bool grow)
 {
 	struct uslub_node *n = &uslub_nodes[node];
 	struct page_desc *h, *d = NULL;
@@ -451,10 +451,7 @@ static struct page_desc *alloc_span(unsigned node, size_t npages, bool grow, boo
 	lo = lo ? lo - 1 : 0;
 	if (lo > USLUB_MAX_ORDER)
 		lo = USLUB_MAX_ORDER;
-	if (!trylock)
-		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
-	else if (!uslub_trylock(&n->lock, USLUB_LOCK_ZONE))
-		return NULL;
+	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	d = recent_fit(n, &f);
 again:;
 	/* The search stops at the first place no other can beat on warm pages, as the recent
@@ -519,10 +516,10 @@ again:;
 
 struct page_desc *uslub_pages_alloc_span(unsigned node, size_t npages)
 {
-	return alloc_span(node, npages, true, false);
+	return alloc_span(node, npages, true);
 }
 
-struct page_desc *uslub_pages_find_span(unsigned node, size_t npages, bool trylock)
+struct page_desc *uslub_pages_find_span(unsigned node, size_t npages)
 {
-	return alloc_span(node, npages, false, trylock);
+	return alloc_span(node, npages, false);
 }

@@ -137,7 +137,7 @@ static struct page_desc *large_pages(unsigned zone, size_t npages, unsigned orde
 {
 	if (span || (!aligned && npages > PLACED_PAGES)) {
 		struct page_desc *d = grow ? uslub_pages_alloc_span(zone, npages)
-					   : uslub_pages_find_span(zone, npages, false);
+					   : uslub_pages_find_span(zone, npages);
 		if (d || span)
 			return d;
 	} else if (!grow) {
@@ -188,10 +188,6 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	 * block of its order, where the zone's lock is free (arena.c: without it, stress's
 	 * peak rose with the arenas, 100-112 MiB with one, 110-130 with two, 137-159 with
 	 * four; searching for the smaller ones with a wait, two threads met at both locks).
-	 * A span's search waits for the lock; one of 1-4 MiB does not: threads replacing
-	 * such blocks waited at each other's zones on every miss of their own runs (2 MiB,
-	 * two / four threads: 1.25x / 1.17x without the wait; stress's peak 109-114 MiB
-	 * against 108-109, split-tails.md).
 	 * After, where the thread's arena could not grow (a cap, RLIMIT_AS), theirs grown.
 	 * With no other arena, a big block's search is made once, with the growth. */
 	bool big = span || npages > PLACED_PAGES;
@@ -217,9 +213,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	for (unsigned a = 1; !d && a <= others; a++) {
 		unsigned oz = LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas);
 		d = any_runs ? uslub_extent_take(oz, npages, true) : NULL;
-		if (!d && big && !span && !aligned)
-			d = uslub_pages_find_span(oz, npages, true);
-		else if (!d)
+		if (!d)
 			d = big ? large_pages(oz, npages, order, aligned, span, false)
 				: uslub_pages_alloc_exact(oz, order, npages, aligned,
 							  GFP_NOGROW | GFP_TRYLOCK);
