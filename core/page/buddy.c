@@ -175,17 +175,28 @@ struct page_desc *uslub_find_block(struct uslub_node *n, unsigned order, unsigne
 	return NULL;
 }
 
+/* Pages [npages, 2^order) of block d, just off the lists, back on them in the largest
+ * naturally aligned pieces, lowest first: at offset i, 2^ctz(i) pages, which end at or
+ * before the block's end (a power of two above i). Each piece's buddy, at i - 2^k (i is
+ * an odd multiple of 2^k), holds page npages - 1, so none can merge and none is tried, as
+ * the buddy's own split puts halves back. Under the lock. */
+static void split_off(struct uslub_node *n, struct page_desc *d, size_t npages, unsigned flags)
+{
+	size_t end = 1UL << d->order;
+	for (size_t i = npages; i < end;) {
+		unsigned k = (unsigned)__builtin_ctzl(i);
+		list_insert(n, d + i, k, flags, d->objects);
+		i += 1UL << k;
+	}
+}
+
 /* Take block d out of zone n's lists, giving back what lies beyond `order`; the lock is
  * held and dropped here. */
 struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, unsigned order)
 {
-	unsigned o = d->order;
 	unsigned flags = d->flags;
 	uslub_list_remove(n, d);
-	while (o > order) {
-		o--;
-		list_insert(n, d + (1UL << o), o, flags, d->objects); /* free as long as d */
-	}
+	split_off(n, d, 1UL << order, flags); /* the halves, free as long as d */
 	uslub_note_reuse(n);
 	if (flags & PF_RELEASED) {
 		/* The halves split off above stay uncounted; only this block returns. */
@@ -219,19 +230,10 @@ struct page_desc *uslub_take_block(struct uslub_node *n, struct page_desc *d, un
 void uslub_take_pages_locked(struct uslub_node *n, struct page_desc *d, size_t npages)
 {
 	unsigned flags = d->flags;
-	uint16_t stamp = d->objects;
-	size_t end = 1UL << d->order;
 	uslub_list_remove(n, d);
-	/* [npages, end) in the largest naturally aligned pieces, lowest first: at offset i,
-	 * 2^ctz(i) pages, which end at or before `end` (a power of two above i). Each
-	 * piece's buddy, at i - 2^k (i is an odd multiple of 2^k), holds page npages - 1, so
-	 * none can merge and none is tried (the tail's free, merges tried, was 820 of
-	 * such a cut's 1,180 instructions: tools/bench/results/split-tails.md). */
-	for (size_t i = npages; i < end;) {
-		unsigned k = (unsigned)__builtin_ctzl(i);
-		list_insert(n, d + i, k, flags, stamp);
-		i += 1UL << k;
-	}
+	/* The tail too, not only the halves: freed through the free path, merges tried, it
+	 * was 820 of such a cut's 1,180 instructions (tools/bench/results/split-tails.md). */
+	split_off(n, d, npages, flags);
 	uslub_note_reuse(n);
 	d->flags = (uint8_t)(flags & PF_COLD);
 	if (uslub_memcheck) {
