@@ -6,7 +6,7 @@
  * the main thread, which checks and frees them one wave later, after their thread has
  * exited: the free of an object whose owning thread is gone.
  *
- * RSS (/proc/self/statm) is taken after 1,000 threads, once every per-thread structure
+ * RSS (tu_rss_bytes) is taken after 1,000 threads, once every per-thread structure
  * had the chance to be recycled, and at the end; the end must not exceed it by more than
  * 16 MiB. uslub's in_use must also come back to where it was. Runs under LD_PRELOAD. */
 #ifndef _GNU_SOURCE

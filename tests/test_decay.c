@@ -47,12 +47,7 @@ static uint64_t next_rand(void)
 
 static long process_rss_kib(void)
 {
-	long size = 0, resident = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (!f || fscanf(f, "%ld %ld", &size, &resident) != 2)
-		abort();
-	fclose(f);
-	return resident * (sysconf(_SC_PAGESIZE) / 1024);
+	return (long)(tu_rss_bytes() >> 10);
 }
 
 /* Resident memory - except under AddressSanitizer, where it counts the shadow of every

@@ -12,9 +12,9 @@
  * hand their blocks on when they exit, so thread states are built and torn down all the
  * time and memory allocated by dead threads is freed by live ones.
  *
- * The main thread samples resident memory (/proc/self/statm) every 20 ms. At the end,
- * with every block freed, the heap walker (core/debug/check.c) must find every page in exactly
- * one place, every counter right and no object left live; peak resident memory must stay
+ * The main thread samples resident memory (/proc/self/smaps_rollup, tu_rss_bytes) every 20 ms. At
+ * the end, with every block freed, the heap walker (core/debug/check.c) must find every page in
+ * exactly one place, every counter right and no object left live; peak resident memory must stay
  * within a bound of the peak live bytes. Linked (uslub_ names) for the walker. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

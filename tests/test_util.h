@@ -200,10 +200,25 @@ static inline void *tu_opaque(void *p)
 	return p;
 }
 
-/* Resident set size from /proc/self/statm, in bytes (0 when unreadable). */
+/* Resident set size in bytes (0 when unreadable), from /proc/self/smaps_rollup, which
+ * counts the pages mapped; /proc/self/statm only where that is missing. Since Linux 6.2
+ * statm reads the mm's per-CPU counters without summing them, off by up to 32 pages a
+ * CPU: 1.3 KiB a thread in a test of 200 parked threads with a 20 KiB bound, which read
+ * 21.2 KiB under a parallel test run where smaps_rollup reads 18.8-18.9. */
 static inline size_t tu_rss_bytes(void)
 {
-	FILE *f = fopen("/proc/self/statm", "r");
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	if (f != NULL) {
+		char line[256];
+		unsigned long kib;
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "Rss: %lu kB", &kib) == 1) {
+				fclose(f);
+				return (size_t)kib << 10;
+			}
+		fclose(f);
+	}
+	f = fopen("/proc/self/statm", "r");
 	unsigned long size = 0, resident = 0;
 	if (f == NULL)
 		return 0;
