@@ -505,6 +505,7 @@ struct uslub_thread {
 	bool parked;			/* unpublished to take its sheaves (thread.c) */
 	struct uslub_thread **tls_slot; /* where its thread's uslub_tls_thread lies */
 	uint64_t made_ticks;		/* since boot: its thread started before */
+	_Atomic int64_t large_delta;	/* large blocks' bytes not yet folded in (usage.c) */
 	/* Objects of each cache taken with its sheaf still closed (sheaf.c, early
 	 * objects): counted here, on the page creation writes anyway, so that a thread
 	 * holding a few blocks of a dozen caches writes no page of cpu[]. */
@@ -531,10 +532,9 @@ _Static_assert(offsetof(struct uslub_thread, mcpu[NR_MSHEAVES]) <= UINT16_MAX,
 _Static_assert(USLUB_NR_CACHES < CLS_NONE, "a class byte names every cache");
 
 enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };
-
 extern __thread struct uslub_thread *uslub_tls_thread;
 /* States in the registry, the orphan's included (thread.c stores it, relaxed; others peek:
- * slab/medium.c uses its depot only when more than one thread has a state). */
+ * slab/medium.c uses its depot only when more than one thread has a state; usage.c). */
 extern unsigned uslub_nr_thread_states;
 extern struct uslub_thread uslub_empty_thread;
 /* Free pointers and free marks of plain caches (slab.c, section 7). Set once at start-up,

@@ -42,7 +42,7 @@ struct walk {
 	uint64_t free_heads[NR_ZONES][USLUB_MAX_ORDER + 1];
 	uint64_t free_pages[NR_ZONES], warm_pages[NR_ZONES];
 	uint64_t slabs[USLUB_NR_CACHES], slabs_by_order[USLUB_NR_CACHES][USLUB_MAX_ORDER + 1];
-	uint64_t objects[USLUB_NR_CACHES], loose, grown_pages;
+	uint64_t objects[USLUB_NR_CACHES], loose, grown_pages, large_unfolded; /* threads' */
 	uint64_t partial[USLUB_NR_CACHES][MAX_NODES];
 };
 
@@ -367,6 +367,7 @@ static void check_barns(struct walk *w)
 static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held, uint64_t *pcp)
 {
 	w->out->threads++;
+	w->large_unfolded += (uint64_t)atomic_load(&t->large_delta); /* page/usage.c */
 	for (unsigned i = 0; i < USLUB_NR_CACHES; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
 		if (cc->slab) {
@@ -523,7 +524,6 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 	static struct walk w; /* large; a walk is rare, and serialised by the locks */
 	uslub_lock_all();
 	unsigned nr_nodes = uslub_nr_nodes < MAX_NODES ? uslub_nr_nodes : MAX_NODES;
-
 	memset(&w, 0, sizeof(w));
 	memset(out, 0, sizeof(*out));
 	w.out = out;
@@ -553,7 +553,7 @@ uint64_t uslub_check_heap(struct uslub_check *out, int fd)
 	check_barns(&w);
 
 	/* Cached blocks count as large until they go back to the buddy (slab/medium.c). */
-	uint64_t large = atomic_load(&uslub_large_bytes);
+	uint64_t large = atomic_load(&uslub_large_bytes) + w.large_unfolded;
 	uint64_t found = (out->large_pages + out->cached_large_pages) << USLUB_PAGE_SHIFT;
 	if (large != found)
 		bad(&w, "%lu bytes counted as large, %lu found", (unsigned long)large,

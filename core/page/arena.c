@@ -43,7 +43,7 @@ static uint64_t zone_used(const struct uslub_node *n)
  * the most (tools/bench/results/big-buffers.md). */
 static uint64_t node_keep(void)
 {
-	uint64_t keep = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) >> 2;
+	uint64_t keep = uslub_large_in_use() >> 2;
 	if (keep < uslub_trim_threshold)
 		keep = uslub_trim_threshold;
 	return keep >> USLUB_PAGE_SHIFT;

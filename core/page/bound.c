@@ -45,9 +45,10 @@ static uint64_t in_use_bytes(void)
 {
 	/* The depots' blocks are free: counted in use, up to 32 MiB of them hid a collapse
 	 * from the bound (test_bound kept 600 MiB free). */
+	uint64_t large = uslub_large_in_use();
+	uint64_t held = atomic_load_explicit(&uslub_depot_bytes, memory_order_relaxed);
 	return atomic_load_explicit(&uslub_slab_bytes, memory_order_relaxed) +
-	       atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed) -
-	       atomic_load_explicit(&uslub_depot_bytes, memory_order_relaxed) +
+	       (large > held ? large - held : 0) +
 	       atomic_load_explicit(&uslub_huge_bytes, memory_order_relaxed);
 }
 

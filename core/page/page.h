@@ -255,8 +255,23 @@ extern uint64_t uslub_trim_threshold;
 
 /* ---- memory in use (usage.c) ---------------------------------------------------------- */
 
-extern _Atomic uint64_t uslub_slab_bytes;  /* pages in slabs */
-extern _Atomic uint64_t uslub_large_bytes; /* pages in large blocks */
+extern _Atomic uint64_t uslub_slab_bytes; /* pages in slabs */
+/* Pages in large blocks, less what the threads have counted and not folded in yet (their
+ * `large_delta`s: usage.c): exact with those added, as the heap walker and the stats add
+ * them. */
+extern _Atomic uint64_t uslub_large_bytes;
+/* A large block of `bytes` (negative: leaving) comes into use for the calling thread,
+ * counted in its state and folded into uslub_large_bytes a batch at a time. */
+void uslub_large_count(int64_t bytes);
+/* What thread state t has counted and not folded in, folded in now (its exit, the idle
+ * drain: atomic against the owner's counting). */
+void uslub_large_fold(struct uslub_thread *t);
+/* uslub_large_bytes, read as signed, clamped at zero (usage.c says why it may be less). */
+static inline uint64_t uslub_large_in_use(void)
+{
+	int64_t v = (int64_t)atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed);
+	return v > 0 ? (uint64_t)v : 0;
+}
 /* Of those, the blocks the depots hold (slab/medium.c): free to the program, so not in use
  * where the bound asks whether the live set collapsed (bound.c). */
 extern _Atomic uint64_t uslub_depot_bytes;

@@ -243,8 +243,7 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	if (!bare)
 		mark_large(d, npages, 1);
 	__atomic_store_n(&d->head, d, __ATOMIC_RELEASE);
-	atomic_fetch_add(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
-	uslub_note_in_use();
+	uslub_large_count((int64_t)(npages << USLUB_PAGE_SHIFT));
 	void *p = uslub_large_start(d);
 	set_request(d, size);
 	/* Fresh pages read as zero, but only calloc asked for that. */
@@ -270,7 +269,7 @@ static inline void release(struct page_desc *d)
 		if (cached)
 			return;
 	}
-	uslub_bound_leaving(&uslub_large_bytes, npages << USLUB_PAGE_SHIFT);
+	uslub_large_count(-(int64_t)(npages << USLUB_PAGE_SHIFT));
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	if (d->flags & PF_BARE)
 		uslub_pages_free_bare(d, npages);
@@ -369,7 +368,7 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 		}
 		d->objects = (uint16_t)npages;
 		set_request(d, size);
-		atomic_fetch_sub(&uslub_large_bytes, (old - npages) << USLUB_PAGE_SHIFT);
+		uslub_large_count(-(int64_t)((old - npages) << USLUB_PAGE_SHIFT));
 		return p;
 	}
 	if (size > HUGE_THRESHOLD || uslub_pages_claim(d + old, npages - old) != 0)
@@ -381,7 +380,6 @@ void *uslub_large_realloc(struct page_desc *d, void *p, size_t size)
 		resize_debug(d, p, size, npages);
 	d->objects = (uint16_t)npages;
 	set_request(d, size);
-	atomic_fetch_add(&uslub_large_bytes, (npages - old) << USLUB_PAGE_SHIFT);
-	uslub_note_in_use();
+	uslub_large_count((int64_t)((npages - old) << USLUB_PAGE_SHIFT));
 	return p;
 }

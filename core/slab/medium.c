@@ -97,7 +97,7 @@ static _Atomic uint64_t use_high;
 
 static uint64_t use_pages(void)
 {
-	uint64_t large = atomic_load_explicit(&uslub_large_bytes, memory_order_relaxed);
+	uint64_t large = uslub_large_in_use();
 	uint64_t held = atomic_load_explicit(&uslub_depot_bytes, memory_order_relaxed);
 	return large > held ? (large - held) >> USLUB_PAGE_SHIFT : 0; /* read apart */
 }
@@ -543,7 +543,7 @@ void uslub_medium_depots_flush(void)
 
 bool uslub_medium_shrink(void)
 {
-	uint64_t before = atomic_load(&uslub_large_bytes);
+	int64_t before = (int64_t)atomic_load(&uslub_large_bytes);
 	struct uslub_thread *t = uslub_tls_thread;
 	if (t->state == THREAD_LIVE) {
 		bool locked = uslub_medium_enter(t);
@@ -551,7 +551,7 @@ bool uslub_medium_shrink(void)
 		uslub_medium_exit(t, locked);
 	}
 	uslub_medium_depots_flush();
-	return atomic_load(&uslub_large_bytes) < before;
+	return (int64_t)atomic_load(&uslub_large_bytes) < before;
 }
 
 uint64_t uslub_medium_depot_bound(const struct uslub_thread *t)

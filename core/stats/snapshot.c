@@ -60,6 +60,7 @@ static void read_counters(struct snap *s)
 		s->threads = 0;
 		s->pcp_pages = 0;
 		s->medium_pages = 0;
+		s->large_unfolded = 0;
 		USLUB_OUT_VOID(urcu_bp_read_lock());
 		for (struct uslub_thread *t = __atomic_load_n(&uslub_registry, __ATOMIC_ACQUIRE); t;
 		     t = __atomic_load_n(&t->reg_next, __ATOMIC_ACQUIRE)) {
@@ -72,6 +73,7 @@ static void read_counters(struct snap *s)
 				for (unsigned o = 0; o < PCP_ORDERS; o++)
 					s->pcp[k][o] += load(&t->pcp_stat[k][o]);
 			s->pcp_pages += __atomic_load_n(&t->pcp_count, __ATOMIC_RELAXED);
+			s->large_unfolded += atomic_load(&t->large_delta);
 			for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++)
 				s->medium[k] += load(&t->medium_stat[k]);
 			s->medium_pages += __atomic_load_n(&t->medium.pages, __ATOMIC_RELAXED);
@@ -216,8 +218,8 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 	/* Out of the buddy as large blocks, less those waiting in the threads' caches. */
 	s->depot_pages = uslub_medium_depot_pages();
 	uint64_t cached = (s->medium_pages + s->depot_pages) << USLUB_PAGE_SHIFT;
-	s->large_bytes = atomic_load(&uslub_large_bytes);
-	s->large_bytes = s->large_bytes > cached ? s->large_bytes - cached : 0;
+	int64_t large = (int64_t)atomic_load(&uslub_large_bytes) + s->large_unfolded;
+	s->large_bytes = large > (int64_t)cached ? (uint64_t)large - cached : 0;
 	s->tot.mapped = atomic_load(&uslub_mapped_bytes);
 	s->tot.peak_mapped = atomic_load(&uslub_peak_mapped);
 	s->tot.huge = atomic_load(&uslub_huge_bytes);

@@ -46,7 +46,8 @@ struct snap {
 	uint64_t pcp_pages;			      /* pages in them now */
 	uint64_t medium[USLUB_NR_MEDIUM_STATS];	      /* threads' medium-block caches */
 	uint64_t medium_pages;			      /* pages in them now */
-	uint64_t depot_pages;			      /* ... and in the nodes' depots */
+	int64_t large_unfolded; /* large blocks' bytes counted in the threads (page/usage.c) */
+	uint64_t depot_pages;	/* ... and in the nodes' depots */
 	uint64_t slab_bytes, large_bytes, requested, sampled_in_use;
 	uint64_t lock_waits[USLUB_NR_LOCKS], lock_trylock_failures[USLUB_NR_LOCKS];
 	int have_smaps;

@@ -230,6 +230,7 @@ static void thread_teardown(struct uslub_thread *t)
 	bool in = uslub_slow_enter(t);
 	uslub_thread_flush(t);
 	uslub_large_cache_drain(t);
+	uslub_large_fold(t);
 	/* Atomic: the idle drain peeks at it under the registry lock, not this one. */
 	__atomic_store_n(&t->state, THREAD_DEAD, __ATOMIC_RELAXED);
 	uslub_slow_exit(t, in);
@@ -260,17 +261,16 @@ static void thread_exit(void *arg)
 /* A state made when its thread can no longer run our key destructor is torn down by
  * someone else, after the thread is gone.
  *
- * How it happens: glibc calls key destructors in at most PTHREAD_DESTRUCTOR_ITERATIONS
- * (4) rounds. A thread whose first allocation comes from another key's destructor gets
- * its state there, and uslub_thread_create sets our key - which, in rounds 1 to 3, earns
- * our destructor a call in the next round. In the last round, or after the rounds (glibc's
- * own thread freeres, C++ thread_local destructors run late, a TLS destructor of a library
- * unloaded meanwhile), nothing will call it: 10,000 such threads left 2.5 GiB mapped
- * behind them (tests/test_thread_exit.c). Setting the key again from thread_exit-time
- * paths is the same re-arming and fails the same way - no round is left to honour it -
- * and no later hook in a thread's exit is ours to take (the state must outlive glibc's
- * last free, which may be the thread's own). So the state is reclaimed after the thread
- * is gone.
+ * How it happens: glibc calls key destructors in at most PTHREAD_DESTRUCTOR_ITERATIONS (4)
+ * rounds. A thread whose first allocation comes from another key's destructor gets its state
+ * there, and uslub_thread_create sets our key - which, in rounds 1 to 3, earns our destructor a
+ * call in the next round. In the last round, or after the rounds (glibc's own thread freeres,
+ * C++ thread_local destructors run late, a TLS destructor of a library unloaded meanwhile),
+ * nothing will call it: 10,000 such threads left 2.5 GiB mapped behind them
+ * (tests/test_thread_exit.c). Setting the key again from thread_exit-time paths is the same
+ * re-arming and fails the same way - no round is left to honour it - and no later hook in a
+ * thread's exit is ours to take (the state must outlive glibc's last free, which may be the
+ * thread's own). So the state is reclaimed after the thread is gone.
  *
  * Gone, precisely: tgkill(tgid, tid, 0) fails with ESRCH, so the kernel has no such task
  * in our process any more and nothing of the thread runs: the state, its slabs' local
@@ -281,17 +281,16 @@ static void thread_exit(void *arg)
  * unhashes the task, which the failed tgkill observed (an acquire fence says so to the
  * compiler).
  *
- * When: looking costs a system call per state (about 1-2 us here), so a program whose
- * threads all exit normally should not pay it, and does not: its registry does not grow.
- * A pass over the registry starts once it has grown by half the states it held after the
- * last pass (or the fewest since), SWEEP_SLACK at least; each thread-state creation, each
- * normal exit and each replenisher wakeup then looks at SWEEP_BUDGET more states, until
- * the pass reaches the end. malloc_trim makes a whole pass at once. States left by gone
- * threads are what makes the registry grow past the trigger, so they never number much
- * more than half the live threads' plus SWEEP_SLACK, and each costs about three looks
- * (geometric growth, amortised); a registry that grows with live threads pays the same
- * once. A just-joined thread may still exist for a moment (the kernel wakes pthread_join
- * before it unhashes the task); a later pass gets it.
+ * When: looking costs a system call per state (about 1-2 us here), so a program whose threads
+ * all exit normally should not pay it, and does not: its registry does not grow. A pass over
+ * the registry starts once it has grown by half the states it held after the last pass (or the
+ * fewest since), SWEEP_SLACK at least; each thread-state creation, each normal exit and each
+ * replenisher wakeup then looks at SWEEP_BUDGET more states, until the pass reaches the end.
+ * malloc_trim makes a whole pass at once. States left by gone threads are what makes the
+ * registry grow past the trigger, so they never number much more than half the live threads'
+ * plus SWEEP_SLACK, and each costs about three looks (geometric growth, amortised); a registry
+ * that grows with live threads pays the same once. A just-joined thread may still exist for a
+ * moment (the kernel wakes pthread_join before it unhashes the task); a later pass gets it.
  *
  * Serialised: one sweeper at a time (sweep_lock, taken with trylock - a busy sweeper is
  * as good as our own, and a sweep nested inside a sweep, say a malloc from liburcu, skips
@@ -422,6 +421,7 @@ static void drain_state(struct uslub_thread *t)
 		if (t->cpu[i].shared_refills)
 			t->cpu[i].shared_refills = 0;
 	uslub_medium_drain_idle(t);
+	uslub_large_fold(t);
 }
 
 /* A parked thread's sheaves. The owner's fast paths use them with plain loads and stores
