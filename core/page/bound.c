@@ -105,11 +105,22 @@ uint64_t uslub_keep_bound(void)
 /* One thread sheds at a time: two reading the same excess would hand it back twice. */
 static _Atomic int bounding;
 
+/* Warm free memory of every zone, peeked at without the locks. */
+static uint64_t warm_bytes(void)
+{
+	uint64_t pages = 0;
+	for (unsigned z = 0; z < NR_ZONES; z++)
+		if (zone_in_use(z))
+			pages += __atomic_load_n(&uslub_nodes[z].warm_free_pages, __ATOMIC_RELAXED);
+	return pages << USLUB_PAGE_SHIFT;
+}
+
 void uslub_pages_bound(void)
 {
 	uint64_t bound = uslub_keep_bound();
-	uint64_t warm = atomic_load_explicit(&uslub_warm_pages_all, memory_order_relaxed)
-			<< USLUB_PAGE_SHIFT;
+	if (likely(bound == UINT64_MAX))
+		return; /* the live set has not collapsed: the decay alone decides */
+	uint64_t warm = warm_bytes();
 	uint64_t huge = atomic_load_explicit(&uslub_huge_cached_bytes, memory_order_relaxed);
 	uint64_t held = atomic_load_explicit(&uslub_depot_bytes, memory_order_relaxed);
 	if (likely(warm + huge + held <= bound) || atomic_exchange(&bounding, 1))
@@ -130,10 +141,8 @@ void uslub_pages_bound(void)
 		if (!zone_in_use(zone))
 			continue;
 		struct uslub_node *n = &uslub_nodes[zone];
-		uint64_t kept =
-		    (atomic_load_explicit(&uslub_warm_pages_all, memory_order_relaxed)
-		     << USLUB_PAGE_SHIFT) +
-		    atomic_load_explicit(&uslub_huge_cached_bytes, memory_order_relaxed);
+		uint64_t kept = warm_bytes() + atomic_load_explicit(&uslub_huge_cached_bytes,
+								    memory_order_relaxed);
 		if (kept <= target)
 			break;
 		uint64_t excess = (kept - target) >> USLUB_PAGE_SHIFT;

@@ -27,7 +27,6 @@
 #include <limits.h>
 
 struct uslub_node uslub_nodes[NR_ZONES];
-_Atomic uint64_t uslub_warm_pages_all;
 
 static inline struct page_desc *buddy_of(struct page_desc *d, unsigned order)
 {

@@ -57,7 +57,6 @@ struct uslub_node {
 	uint64_t ext_flushes; /* times the zone gave its extents to the buddy */
 	uint64_t free_pages;
 	uint64_t warm_free_pages; /* free and probably resident */
-	uint64_t warm_told;	  /* what uslub_warm_pages_all has of it (uslub_zone_unlock) */
 	/* Decay (decay.c, section 6), under the lock but for decay_last. */
 	uint64_t released_free_pages;	  /* free, and handed back to the OS after use */
 	uint64_t released_blocks;	  /* ... in so many blocks (stored atomically) */
@@ -358,23 +357,14 @@ static inline uintptr_t page_index(const struct page_desc *d)
 
 /* ---- the buddy (buddy.c) ---------------------------------------------------------- */
 
-/* Warm free pages of every zone together: the bound (bound.c) reads it
- * without the zone locks. */
-extern _Atomic uint64_t uslub_warm_pages_all;
-
-/* A zone's lock given up, its warm free pages told to uslub_warm_pages_all first: once a
- * lock hold, not at each block put on or taken off a list (some 19 atomic adds to one line
- * each 2 MiB block replaced, which two threads in two arenas passed to each other: 9% of
- * their rate, tools/bench/results/shared-lines-large.md). A hold that gives the lock up
- * otherwise leaves the difference to the zone's next. */
+/* A zone's lock given up. The zones' warm free pages together were a counter each unlock
+ * that changed them added to, once a hold (before: at each block put on or taken off a
+ * list, some 19 atomic adds to one line a 2 MiB block replaced, 9% of two threads' rate,
+ * tools/bench/results/shared-lines-large.md); two threads in two arenas still passed its
+ * line to each other at every large block. The bound, its one reader, adds the zones up
+ * now, and only once the live set has collapsed (bound.c). */
 static inline void uslub_zone_unlock(struct uslub_node *n)
 {
-	uint64_t warm = n->warm_free_pages;
-	if (warm != n->warm_told) {
-		atomic_fetch_add_explicit(&uslub_warm_pages_all, warm - n->warm_told,
-					  memory_order_relaxed);
-		n->warm_told = warm;
-	}
 	pthread_mutex_unlock(&n->lock);
 }
 
