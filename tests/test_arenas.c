@@ -8,9 +8,14 @@
  * - Two threads replacing blocks of 128 KiB - 3 MiB at random, one in four freed by the
  *   other thread: each in its own arena, and every zone's lists and counters consistent.
  * - A node has four arenas a CPU, up to MAX_ARENAS (one on a machine of one CPU).
+ * - Large blocks are counted in the thread that takes or frees them (page/usage.c): a
+ *   thread's blocks under its batch are not in uslub_large_bytes yet, the heap walker
+ *   finds the count right with them, and the thread's exit folds them in; a thread that
+ *   frees them subtracts them from its own count.
  *
  * With fewer CPUs the node has fewer arenas; the test asks for four before any thread
  * but main has made a large block. */
+#include "debug/check.h"
 #include "page/page.h"
 #include "page/node.h"
 #include "os/os.h"
@@ -183,6 +188,54 @@ static void borrows_before_growing(void)
 	FREE(q);
 }
 
+/* Three blocks of 200 KiB, under the batch while 32 MiB of large blocks are in use (an
+ * eighth of them shared among a few threads): the thread's own count holds them. */
+#define COUNTED	      3
+#define COUNTED_BYTES (200UL << 10)
+static int64_t counted_delta;
+static void *counted[COUNTED];
+
+static void *count_three(void *arg)
+{
+	(void)arg;
+	/* Its state published (a first free): before, the thread counts into the total. */
+	FREE(MALLOC(16));
+	for (int i = 0; i < COUNTED; i++)
+		counted[i] = MALLOC(COUNTED_BYTES);
+	counted_delta = atomic_load(&uslub_tls_thread->large_delta);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	return NULL;
+}
+
+static void counted_per_thread(void)
+{
+	tu_section("large blocks counted in their thread's state, folded in at its exit");
+	void *pin[8];
+	for (int i = 0; i < 8; i++)
+		pin[i] = MALLOC(4 * MIB);
+	int64_t before = (int64_t)atomic_load(&uslub_large_bytes);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, count_three, NULL) == 0);
+	pthread_join(th, NULL);
+	CHECKF(counted_delta == (int64_t)(COUNTED * COUNTED_BYTES),
+	       "the thread's own count %jd, its blocks %lu", (intmax_t)counted_delta,
+	       COUNTED * COUNTED_BYTES);
+	/* Folded in at the exit: nothing else made or freed a large block meanwhile. */
+	CHECK_EQ((int64_t)atomic_load(&uslub_large_bytes) - before,
+		 (int64_t)(COUNTED * COUNTED_BYTES));
+	int64_t mine = atomic_load(&uslub_tls_thread->large_delta);
+	for (int i = 0; i < COUNTED; i++)
+		FREE(counted[i]); /* by main: out of main's count */
+	CHECK_EQ(atomic_load(&uslub_tls_thread->large_delta),
+		 mine - (int64_t)(COUNTED * COUNTED_BYTES));
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+	for (int i = 0; i < 8; i++)
+		FREE(pin[i]);
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+}
+
 /* Blocks a thread frees for the other (one in four of its own). */
 #define TURNS 2000
 #define LIVE  16
@@ -256,5 +309,6 @@ int main(int argc, char **argv)
 	goes_home();
 	borrows_before_growing();
 	two_threads();
+	counted_per_thread();
 	return tu_summary("test_arenas");
 }
