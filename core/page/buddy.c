@@ -57,12 +57,12 @@ static void list_insert(struct uslub_node *n, struct page_desc *d, unsigned orde
 		}
 	} else {
 		cds_list_add(&d->list, &n->free_area[order]);
-		zone_count_add(&n->warm_free_pages, 1UL << order);
+		n->warm_free_pages += 1UL << order;
 		n->nr_warm[order]++;
 		d->objects = stamp;
 	}
 	n->nr_free[order]++;
-	zone_count_add(&n->free_pages, 1UL << order);
+	n->free_pages += 1UL << order;
 }
 
 void uslub_list_remove(struct uslub_node *n, struct page_desc *d)
@@ -70,9 +70,9 @@ void uslub_list_remove(struct uslub_node *n, struct page_desc *d)
 	unsigned order = d->order;
 	cds_list_del(&d->list);
 	n->nr_free[order]--;
-	zone_count_add(&n->free_pages, -(1UL << order));
+	n->free_pages -= 1UL << order;
 	if (!(d->flags & PF_COLD)) {
-		zone_count_add(&n->warm_free_pages, -(1UL << order));
+		n->warm_free_pages -= 1UL << order;
 		n->nr_warm[order]--;
 	} else if (d->flags & PF_RELEASED) {
 		n->released_free_pages -= 1UL << order;

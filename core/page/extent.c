@@ -91,8 +91,8 @@ static void extent_add(struct uslub_node *n, struct page_desc *d, size_t npages,
 	cds_list_add(&d->list, &n->ext_bin[b]);
 	__atomic_store_n(&n->ext_mask, n->ext_mask | 1ULL << b, __ATOMIC_RELAXED);
 	n->ext_pages += npages;
-	zone_count_add(&n->free_pages, npages);
-	zone_count_add(&n->warm_free_pages, npages);
+	n->free_pages += npages;
+	n->warm_free_pages += npages;
 }
 
 /* Extent d off the bins; its pages name nothing now. */
@@ -104,8 +104,8 @@ static void extent_remove(struct uslub_node *n, struct page_desc *d)
 	if (cds_list_empty(&n->ext_bin[b]))
 		__atomic_store_n(&n->ext_mask, n->ext_mask & ~(1ULL << b), __ATOMIC_RELAXED);
 	n->ext_pages -= npages;
-	zone_count_add(&n->free_pages, -npages);
-	zone_count_add(&n->warm_free_pages, -npages);
+	n->free_pages -= npages;
+	n->warm_free_pages -= npages;
 	__atomic_store_n(&d->kind, PAGE_UNUSED, __ATOMIC_RELAXED);
 	atomic_store_explicit(&d[npages - 1].word, 0, memory_order_relaxed);
 }

@@ -368,14 +368,6 @@ static inline void uslub_zone_unlock(struct uslub_node *n)
 	pthread_mutex_unlock(&n->lock);
 }
 
-/* A zone counter that others peek at without the lock (free_pages, warm_free_pages: the
- * bound, the arenas' keep), changed under it: a store the peek cannot tear, and that
- * ThreadSanitizer sees as the atomic it is read as. */
-static inline void zone_count_add(uint64_t *counter, uint64_t delta)
-{
-	__atomic_store_n(counter, *counter + delta, __ATOMIC_RELAXED);
-}
-
 /* Block d off zone n's free list, under the lock. */
 void uslub_list_remove(struct uslub_node *n, struct page_desc *d);
 /* Put one naturally aligned block back and merge it with free buddies, under the lock.
