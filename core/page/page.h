@@ -217,6 +217,9 @@ void uslub_moved_forget_locked(struct uslub_node *n, void *addr, size_t size);
 bool uslub_pages_can_move(void);
 /* Would taking `bytes` more from the OS pass USLUB_MEM_LIMIT? */
 bool uslub_over_limit(uint64_t bytes);
+/* Address space is bounded (RLIMIT_AS, or USLUB_MEM_LIMIT), as the last growth found: large
+ * blocks then take their exact pages, not their size class's (slab/large.c). */
+extern bool uslub_space_limited;
 /* Warm free memory a zone keeps however little of it is reused (M_TRIM_THRESHOLD). */
 uint64_t uslub_release_threshold(void);
 /* Free memory kept for reuse (warm free pages and cached huge mappings) may reach this

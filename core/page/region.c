@@ -46,6 +46,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 
 _Atomic uint64_t uslub_mapped_bytes;
 _Atomic uint64_t uslub_peak_mapped;
@@ -184,8 +185,16 @@ static unsigned grow_order(struct uslub_node *n, struct region *r, unsigned min_
 
 /* Add a block of 2^min_order pages, or a smaller one that aligns the next, to the node,
  * under the lock: the only step that takes more memory from the OS. */
+bool uslub_space_limited;
+
 int uslub_grow(struct uslub_node *n, unsigned min_order)
 {
+	/* Looked at where address space is taken, since a program may set it at any time. */
+	struct rlimit as;
+	bool limited = uslub_config.mem_limit ||
+		       (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY);
+	if (limited != __atomic_load_n(&uslub_space_limited, __ATOMIC_RELAXED))
+		__atomic_store_n(&uslub_space_limited, limited, __ATOMIC_RELAXED);
 	struct region *r = n->regions;
 	if (r && r->grown + (1UL << min_order) > r->end)
 		r = NULL;
