@@ -183,10 +183,10 @@ static unsigned grow_order(struct uslub_node *n, struct region *r, unsigned min_
 	return order;
 }
 
-/* Add a block of 2^min_order pages, or a smaller one that aligns the next, to the node,
- * under the lock: the only step that takes more memory from the OS. */
 bool uslub_space_limited;
 
+/* Add a block of 2^min_order pages, or a smaller one that aligns the next, to the node,
+ * under the lock: the only step that takes more memory from the OS. */
 int uslub_grow(struct uslub_node *n, unsigned min_order)
 {
 	/* Looked at where address space is taken, since a program may set it at any time. */
