@@ -68,7 +68,7 @@ static bool blocks_bare(void)
  * unwritten), the rest a new piece, and the buddy's runs and the extents were searched
  * and split at every block. In size classes a freed block is the next one's exactly: 16 B
  * up to 1, 2 and 4 MiB replaced at random (64 live) ran at 2.1x, 2.6x and 2.4x on one
- * thread; threads freeing each other's filled 1-4 MiB blocks peaked 5% higher
+ * thread; threads freeing each other's filled 1-4 MiB blocks peaked 5-7% higher
  * (tools/bench/results/large-classes.md). Spans keep their exact pages: the slack of a
  * reused 5-25 MiB buffer stayed resident (big_buffers peaked 10% higher). So do blocks
  * where address space is bounded: 1 MiB bytearrays under RLIMIT_AS filled 79% of the
