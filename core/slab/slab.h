@@ -200,7 +200,8 @@ static inline bool medium_in_sheaf(const struct page_desc *d, const void *p)
 
 /* The request of large block d, which starts at `start`, kept as the bytes its pages
  * hold after it, in local_count (which only slabs use otherwise: the descriptor has no
- * other room). */
+ * other room). Only the checkers read it, whose blocks keep their exact pages: a size
+ * class's slack (large.c, class_pages) may pass its 16 bits. */
 static inline void uslub_large_set_request(struct page_desc *d, const void *start, size_t size)
 {
 	d->local_count =
