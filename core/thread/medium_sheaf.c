@@ -145,7 +145,9 @@ static void msheaf_spill(struct uslub_thread *t, struct cache_cpu *cc, unsigned 
 	for (; i < k; i++)
 		uslub_large_release(page_desc_of(cc->sheaf[i]));
 	if (count > k)
-		memmove(cc->sheaf, cc->sheaf + k, (count - k) * sizeof(void *));
+		/* Out: libc's code, where the idle drain, seeing no frame of ours under a
+		 * signal that stopped the thread here, would take the sheaf half moved. */
+		USLUB_OUT_VOID(memmove(cc->sheaf, cc->sheaf + k, (count - k) * sizeof(void *)));
 	sheaf_set_count(cc, count - k);
 }
 

@@ -34,7 +34,9 @@ static bool barn_put(struct uslub_cache *c, struct uslub_thread *t, void **objec
 			     __atomic_load_n(&b->limit, __ATOMIC_RELAXED)) {
 			uslub_barn_lock(b);
 			if (b->count + n <= b->limit) {
-				memcpy(&b->objects[b->count], objects, n * sizeof(void *));
+				/* Out, as the sheaf's moves (medium_sheaf.c, msheaf_spill). */
+				USLUB_OUT_VOID(
+				    memcpy(&b->objects[b->count], objects, n * sizeof(void *)));
 				__atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
 				uslub_own_store(b->puts, b->puts + 1);
 				done = true;
@@ -563,8 +565,10 @@ void uslub_sheaf_overflow(void *p, struct cache_cpu *cc)
 		uslub_slow_exit(t, in);
 		uslub_stat_add(cc, SHEAF_FLUSH, half);
 	}
-	if (n > half) /* not a whole sheaf: the newer rest moves down (no call otherwise) */
-		memmove(cc->sheaf, cc->sheaf + half, (n - half) * sizeof(void *));
+	/* Not a whole sheaf: the newer rest moves down (no call otherwise), out (medium_sheaf.c's
+	 * msheaf_spill says why). */
+	if (n > half)
+		USLUB_OUT_VOID(memmove(cc->sheaf, cc->sheaf + half, (n - half) * sizeof(void *)));
 	mark_free(p);
 	cc->sheaf[n - half] = p;
 	sheaf_set_count(cc, n - half + 1);
