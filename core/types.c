@@ -7,6 +7,7 @@
 
 struct uslub_lookup uslub_lookup;
 unsigned uslub_nr_thread_states;
+unsigned uslub_medium_users;
 
 struct uslub_thread uslub_empty_thread = {.state = THREAD_EMPTY};
 

@@ -33,14 +33,13 @@
 
 /* ---- regions and page descriptors ------------------------------------------------ */
 
-/* A region is a 256 MiB slot of address space, aligned to its size, so `p >> REGION_SHIFT`
- * finds it in a flat table and `p & REGION_MASK` its page. The region's first 4 MiB hold
- * one 64-byte descriptor per page (the kernel's vmemmap); the descriptors of those first
- * pages are never used, so the region's own header sits there. The next 512 KiB hold
- * free's 8-byte test of every page (struct page_test), and the pages follow. Only the
- * metadata and the pages grown so far are mapped (page/region.c): the rest of the slot is
- * free address space, where another mapping may even lie - its descriptors read as
- * zero. */
+/* A region is a 256 MiB slot of address space, aligned to its size, so `p >> REGION_SHIFT` finds it
+ * in a flat table and `p & REGION_MASK` its page. The region's first 4 MiB hold one 64-byte
+ * descriptor per page (the kernel's vmemmap); the descriptors of those first pages are never used,
+ * so the region's own header sits there. The next 512 KiB hold free's 8-byte test of every page
+ * (struct page_test), and the pages follow. Only the metadata and the pages grown so far are mapped
+ * (page/region.c): the rest of the slot is free address space, where another mapping may even lie -
+ * its descriptors read as zero. */
 #define REGION_SHIFT 28
 #define REGION_SIZE  (1UL << REGION_SHIFT)
 #define REGION_MASK  (REGION_SIZE - 1)
@@ -187,8 +186,7 @@ extern struct uslub_lookup uslub_lookup;
 /* page_test.cpu_off of a slab of class cls. */
 #define CPU_OFF(cls) ((uint16_t)((cls)*CPU_BYTES))
 
-/* The test of p's page, nil's when p is in no region; i is p >> REGION_SHIFT, below
- * REGION_SLOTS. */
+/* The test of p's page, nil's when p is in no region; i is p >> REGION_SHIFT < REGION_SLOTS. */
 static inline const struct page_test *page_test_in_table(uintptr_t i, const void *p)
 {
 	/* In integers: the region lies outside the nil array it is reached from. */
@@ -406,15 +404,14 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 #define MEDIUM_BATCH	    8
 _Static_assert(MEDIUM_MAX_PAGES < 64, "the bins' mask is 64 bits");
 
-/* The medium sheaves (thread/medium_sheaf.c): blocks of MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES
- * pages (8 KiB < size <= 128 KiB, USLUB_MAX_FAST: every medium block) take malloc's and
- * free's fast paths as objects do, one cache_cpu per page count (uslub_thread.mcpu): a
- * block's first page carries free's test with objects 1, so only its start passes. Sizes
- * uniform up to 32 KiB are three quarters medium blocks, and with a path of their own the
- * branch between the two kinds was mispredicted at random in malloc and in free
- * (README.md, "Threads and medium blocks"); blocks of 9-32 pages on the medium-block
- * cache's own path took 216 instructions a replacement at 16 B - 128 KiB, 145 on the
- * sheaves. */
+/* The medium sheaves (thread/medium_sheaf.c): blocks of MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES pages
+ * (8 KiB < size <= 128 KiB, USLUB_MAX_FAST: every medium block) take malloc's and free's fast paths
+ * as objects do, one cache_cpu per page count (uslub_thread.mcpu): a block's first page carries
+ * free's test with objects 1, so only its start passes. Sizes uniform up to 32 KiB are three
+ * quarters medium blocks, and with a path of their own the branch between the two kinds was
+ * mispredicted at random in malloc and in free (README.md, "Threads and medium blocks"); blocks of
+ * 9-32 pages on the medium-block cache's own path took 216 instructions a replacement at 16 B -
+ * 128 KiB, 145 on the sheaves. */
 #define MSHEAF_MAX_PAGES 32
 #define NR_MSHEAVES	 (MSHEAF_MAX_PAGES - MEDIUM_MIN_PAGES + 1)
 #define USLUB_MAX_FAST	 ((size_t)MSHEAF_MAX_PAGES << USLUB_PAGE_SHIFT)
@@ -493,7 +490,8 @@ struct uslub_thread {
 	unsigned medium_shard; /* which of the node's depots it uses first (medium.c) */
 	uint64_t medium_stat[USLUB_NR_MEDIUM_STATS];
 	_Atomic int medium_busy, medium_claim; /* owner in, drain wants in (medium.c) */
-	int state;			       /* THREAD_* */
+	_Atomic int medium_user; /* counted in uslub_medium_users (thread/medium_sheaf.c) */
+	int state;		 /* THREAD_* */
 	/* Below the sheaves (slabs, freelists, page cache; the medium-block cache: see
 	 * medium_busy) the owner works on slow paths only, under this lock, so the background
 	 * thread can give an idle thread's back (thread.c, idle drain). */
@@ -534,8 +532,10 @@ _Static_assert(USLUB_NR_CACHES < CLS_NONE, "a class byte names every cache");
 enum { THREAD_EMPTY, THREAD_LIVE, THREAD_DEAD, THREAD_ORPHAN };
 extern __thread struct uslub_thread *uslub_tls_thread;
 /* States in the registry, the orphan's included (thread.c stores it, relaxed; others peek:
- * slab/medium.c uses its depot only when more than one thread has a state; usage.c). */
-extern unsigned uslub_nr_thread_states;
+ * slab/medium.c uses its depot only when more than one thread has a state; usage.c); and
+ * threads with medium sheaves open, which share those sheaves' bound and the medium-block
+ * caches' (thread/medium_sheaf.c; while none has, the states share them). */
+extern unsigned uslub_nr_thread_states, uslub_medium_users;
 extern struct uslub_thread uslub_empty_thread;
 /* Free pointers and free marks of plain caches (slab.c, section 7). Set once at start-up,
  * before the first slab. A stored free pointer is the next object's address mixed with

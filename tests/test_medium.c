@@ -527,6 +527,39 @@ static void medium_sheaves(void)
 	CHECK_EQ(chk.cached_large_pages, 0);
 }
 
+static void *medium_worker(void *arg)
+{
+	(void)arg;
+	void *p = MALLOC(medium_fits(6));
+	FREE(p);
+	/* The worker's sheaves are open; the main thread, which has a state but no medium
+	 * sheaf open, takes no share of their bound (medium_sheaf.c, msheaf_user). */
+	CHECK(uslub_tls_thread->medium_user);
+	CHECKF(uslub_medium_users == 1, "medium users %u", uslub_medium_users);
+	CHECK(uslub_nr_thread_states >= 2);
+	return NULL;
+}
+
+/* The threads among whom the medium sheaves' bound is shared: those with sheaves open,
+ * from their first slow path until a flush empties them (exit, malloc_trim). */
+static void medium_users(void)
+{
+	tu_section("the medium sheaves' bound is shared among the threads that use them");
+	MALLOC_TRIM(0);
+	CHECK(!uslub_tls_thread->medium_user);
+	CHECK_EQ(uslub_medium_users, 0);
+	pthread_t tid;
+	CHECK(pthread_create(&tid, NULL, medium_worker, NULL) == 0);
+	pthread_join(tid, NULL);
+	CHECK_EQ(uslub_medium_users, 0); /* its exit flushed its sheaves */
+	void *p = MALLOC(medium_fits(7));
+	FREE(p);
+	CHECK(uslub_tls_thread->medium_user);
+	CHECK_EQ(uslub_medium_users, 1);
+	MALLOC_TRIM(0);
+	CHECK_EQ(uslub_medium_users, 0);
+}
+
 enum { RUN = 48 };
 static void *run_blocks[RUN];
 
@@ -660,6 +693,7 @@ int main(int argc, char **argv)
 	decay();
 	if (!uslub_block_debug && !uslub_block_pad) {
 		medium_sheaves();
+		medium_users();
 		growth();
 		colours();
 	}

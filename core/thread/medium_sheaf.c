@@ -23,13 +23,14 @@
 
 #include <string.h>
 
-/* What the medium sheaves may hold: MSHEAF_TOTAL for all threads together, shared out
- * as the medium-block caches' high is (types.h, MEDIUM_HIGH_TOTAL) and split evenly over
- * the page counts; within that, a page count's sheaf holds MSHEAF_BYTES_MAX or
- * MSHEAF_BLOCKS blocks, whichever is more (21 blocks of 12 KiB, 8 of 128 KiB), so a
- * thread keeps 17 MiB at most if every sheaf is full (46 MiB grown, below). With many threads a
- * sheaf of the larger counts gets no room and stays closed: its blocks take the medium-block
- * cache's own hit paths (slab.h). Each slow path of a sheaf sets its capacity anew.
+/* What the medium sheaves may hold: MSHEAF_TOTAL for all threads together, shared out among the
+ * threads that use them (below), as the medium-block caches' high is (types.h,
+ * MEDIUM_HIGH_TOTAL), and split evenly over the page counts; within that, a page count's sheaf
+ * holds MSHEAF_BYTES_MAX or MSHEAF_BLOCKS blocks, whichever is more (21 blocks of 12 KiB, 8 of
+ * 128 KiB), so a thread keeps 17 MiB at most if every sheaf is full (46 MiB grown, below). With
+ * many threads a sheaf of the larger counts gets no room and stays closed: its blocks take the
+ * medium-block cache's own hit paths (slab.h). Each slow path of a sheaf sets its capacity
+ * anew.
  *
  * One thread replacing blocks of 16 B - 32 KiB at random took 177 instructions a
  * replacement with 64 KiB a sheaf, 136 with 128 and 113 with 256; at 16 B - 128 KiB, 200
@@ -55,10 +56,29 @@
 #define MSHEAF_FILLED	 1
 #define MSHEAF_SPILLED	 2
 
+/* The share is a user's: a thread counts from its first medium sheaf's slow path until
+ * its sheaves are flushed (idle drain, malloc_trim, exit). Counting every state instead,
+ * a program's main thread waiting in pthread_join took a third of the bound from two
+ * workers replacing blocks of 16 B - 128 KiB: their largest sheaves held 10 blocks instead
+ * of 16, each missed its medium-block cache half as often again as one worker alone, and
+ * two workers ran 1.22x one (tools/bench/results/medium-users.md). */
+static void msheaf_user(struct uslub_thread *t)
+{
+	if (!atomic_load_explicit(&t->medium_user, memory_order_relaxed) &&
+	    !atomic_exchange_explicit(&t->medium_user, 1, memory_order_relaxed))
+		__atomic_fetch_add(&uslub_medium_users, 1, __ATOMIC_RELAXED);
+}
+
+static void msheaf_user_gone(struct uslub_thread *t)
+{
+	if (atomic_exchange_explicit(&t->medium_user, 0, memory_order_relaxed))
+		__atomic_fetch_sub(&uslub_medium_users, 1, __ATOMIC_RELAXED);
+}
+
 /* 0 with USLUB_SHEAVES=0, as every cache's. */
 static unsigned msheaf_cap(const struct cache_cpu *cc, unsigned n)
 {
-	unsigned threads = __atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED);
+	unsigned threads = __atomic_load_n(&uslub_medium_users, __ATOMIC_RELAXED);
 	size_t share = MSHEAF_TOTAL / (threads ? threads : 1) / NR_MSHEAVES;
 	size_t block = (size_t)n << USLUB_PAGE_SHIFT;
 	size_t base =
@@ -100,6 +120,7 @@ static struct cache_cpu *msheaf_of(struct uslub_thread *t, unsigned n)
 {
 	if (t->state != THREAD_LIVE || !medium_testable(n))
 		return NULL;
+	msheaf_user(t);
 	struct cache_cpu *cc = &t->mcpu[n - MEDIUM_MIN_PAGES];
 	msheaf_open(cc, n);
 	return cc->sheaf_cap ? cc : NULL;
@@ -246,6 +267,7 @@ void uslub_msheaves_flush(struct uslub_thread *t, bool final)
 		if (cc->sheaf_count)
 			msheaf_spill(t, cc, k + MEDIUM_MIN_PAGES, cc->sheaf_count);
 	}
+	msheaf_user_gone(t);
 }
 
 bool uslub_msheaves_shrink(void)
