@@ -508,6 +508,9 @@ static void looks_one_by_one(void)
 	drain_looks();
 	CHECKF(held(h.state) == 0, "parked in read: its sheaves taken (%u left)", held(h.state));
 	CHECKF(h.state->parked, "... and its state unpublished");
+	/* Its medium sheaves (blocks of 16-64 KiB, churn) are flushed: it no longer takes a
+	 * share of their bound (medium_sheaf.c, msheaf_user). */
+	CHECKF(!atomic_load(&h.state->medium_user), "... and no longer a medium sheaves' user");
 	CHECK_EQ(uslub_threads_parked, taken + 1);
 	CHECK(write(h.pipe[1], "x", 1) == 1);
 	pthread_join(t, NULL);
