@@ -537,6 +537,12 @@ static void *medium_worker(void *arg)
 	CHECK(uslub_tls_thread->medium_user);
 	CHECKF(uslub_medium_users == 1, "medium users %u", uslub_medium_users);
 	CHECK(uslub_nr_thread_states >= 2);
+	CHECK_EQ(uslub_medium_sharers(), 1);
+	/* Where address space is bounded every state takes its share again (slab.h). */
+	bool limited = uslub_space_limited;
+	uslub_space_limited = true;
+	CHECK_EQ(uslub_medium_sharers(), uslub_nr_thread_states);
+	uslub_space_limited = limited;
 	return NULL;
 }
 

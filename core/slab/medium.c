@@ -193,10 +193,7 @@ static unsigned bin_cut_oldest(struct medium_bins *m, unsigned n, unsigned take,
  * using medium blocks would pass MEDIUM_HIGH_TOTAL together (types.h). */
 static unsigned high_cap(void)
 {
-	unsigned threads = __atomic_load_n(&uslub_medium_users, __ATOMIC_RELAXED);
-	if (!threads) /* medium sheaves off (USLUB_SHEAVES=0, debug blocks) */
-		threads = __atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED);
-	unsigned share = MEDIUM_HIGH_TOTAL / (threads ? threads : 1);
+	unsigned share = MEDIUM_HIGH_TOTAL / uslub_medium_sharers();
 	return share > MEDIUM_HIGH_MAX	     ? MEDIUM_HIGH_MAX
 	       : share < MEDIUM_HIGH_MIN_MAX ? MEDIUM_HIGH_MIN_MAX
 					     : share;

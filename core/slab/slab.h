@@ -106,6 +106,18 @@ static inline size_t uslub_large_span(const struct page_desc *d)
 	return ((size_t)d->objects << USLUB_PAGE_SHIFT) - uslub_large_lead(d);
 }
 size_t uslub_large_request(const struct page_desc *d);
+/* The threads among whom the medium sheaves' and medium-block caches' bounds are shared
+ * (types.h): those using medium sheaves, or every state while none does or where address
+ * space is bounded - there a thread's share of memory others do not use would be out of
+ * their reach (6 threads at 128 KiB under `ulimit -v 600000` failed a malloc in 3 runs of
+ * 4, none with every state counted; tools/bench/results/medium-users.md). */
+static inline unsigned uslub_medium_sharers(void)
+{
+	unsigned users = __atomic_load_n(&uslub_medium_users, __ATOMIC_RELAXED);
+	if (!users || __atomic_load_n(&uslub_space_limited, __ATOMIC_RELAXED))
+		users = __atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED);
+	return users ? users : 1;
+}
 /* Give a thread's cached large blocks back to the page allocator (exit, malloc_trim). */
 void uslub_large_cache_drain(struct uslub_thread *t);
 size_t uslub_large_usable(struct page_desc *d);

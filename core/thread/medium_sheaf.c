@@ -78,8 +78,7 @@ static void msheaf_user_gone(struct uslub_thread *t)
 /* 0 with USLUB_SHEAVES=0, as every cache's. */
 static unsigned msheaf_cap(const struct cache_cpu *cc, unsigned n)
 {
-	unsigned threads = __atomic_load_n(&uslub_medium_users, __ATOMIC_RELAXED);
-	size_t share = MSHEAF_TOTAL / (threads ? threads : 1) / NR_MSHEAVES;
+	size_t share = MSHEAF_TOTAL / uslub_medium_sharers() / NR_MSHEAVES;
 	size_t block = (size_t)n << USLUB_PAGE_SHIFT;
 	size_t base =
 	    MSHEAF_BLOCKS * block > MSHEAF_BYTES_MAX ? MSHEAF_BLOCKS * block : MSHEAF_BYTES_MAX;
