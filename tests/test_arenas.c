@@ -191,7 +191,7 @@ static void borrows_before_growing(void)
 /* Three blocks of 200 KiB, under the batch while 32 MiB of large blocks are in use (an
  * eighth of them shared among a few threads): the thread's own count holds them. */
 #define COUNTED	      3
-#define COUNTED_BYTES (192UL << 10) /* a size class (large.c): its pages exactly */
+#define COUNTED_BYTES (384UL << 10) /* a size class (large.c): its pages exactly */
 static int64_t counted_delta;
 static void *counted[COUNTED];
 

@@ -341,6 +341,16 @@ static void case_double_free_medium_100k(void)
 	double_free_of(100000);
 }
 
+/* A 200 KiB block freed twice in a row: the second free finds it in the thread's
+ * medium-block cache (a count past the sheaves', slab.h: medium_count). */
+static void case_double_free_medium_200k(void)
+{
+	if (strpbrk(getenv("USLUB_DEBUG") ? getenv("USLUB_DEBUG") : "", "ZPQ1"))
+		_exit(CASE_SKIPPED);
+	FREE(MALLOC(16));
+	double_free_of(200000);
+}
+
 static void case_realloc_freed_medium(void)
 {
 	void *p = MALLOC(20000);
@@ -663,6 +673,10 @@ static const struct bad_case cases[] = {
      {"uslub: free(): double free 0x", "large block"}},
     {"double free of a 100 KiB block its sheaf spilled",
      case_double_free_medium_spilled_100k,
+     1,
+     {"uslub: free(): double free 0x", "large block"}},
+    {"double free of a 200 KiB block",
+     case_double_free_medium_200k,
      1,
      {"uslub: free(): double free 0x", "large block"}},
     {"realloc of a freed 20 KiB block", case_realloc_freed_medium, 1, {"realloc", "double free"}},

@@ -448,14 +448,14 @@ static void medium_sheaves(void)
 	if (USLUB_STATS_ENABLED)
 		CHECK_EQ(uslub_cc_stat(msheaf(5), USLUB_STAT_ALLOC_FASTPATH), pops + 1);
 	FREE(again);
-	/* The largest medium blocks too: 32 pages. */
-	void *big = MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE - 100);
-	CHECK(tested_as(big, MEDIUM_MAX_PAGES));
-	before = msheaf(MEDIUM_MAX_PAGES)->sheaf_count;
+	/* The largest sheaf's blocks too: 32 pages. */
+	void *big = MALLOC(MSHEAF_MAX_PAGES * USLUB_PAGE_SIZE - 100);
+	CHECK(tested_as(big, MSHEAF_MAX_PAGES));
+	before = msheaf(MSHEAF_MAX_PAGES)->sheaf_count;
 	FREE(big);
-	CHECK_EQ(msheaf(MEDIUM_MAX_PAGES)->sheaf_count, before + 1);
-	CHECK(MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE) == big);
-	CHECK_EQ(msheaf(MEDIUM_MAX_PAGES)->sheaf_count, before);
+	CHECK_EQ(msheaf(MSHEAF_MAX_PAGES)->sheaf_count, before + 1);
+	CHECK(MALLOC(MSHEAF_MAX_PAGES * USLUB_PAGE_SIZE) == big);
+	CHECK_EQ(msheaf(MSHEAF_MAX_PAGES)->sheaf_count, before);
 	FREE(big);
 
 	/* A full sheaf sends its older blocks to the medium-block cache, where they keep
@@ -642,9 +642,9 @@ static void colours(void)
 	CHECK(tested_as(six, 6));
 	FREE(six);
 	/* 128 KiB, which programs ask for exactly: its sheaf holds page-aligned blocks. */
-	void *big = MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE);
+	void *big = MALLOC(MSHEAF_MAX_PAGES * USLUB_PAGE_SIZE);
 	CHECK(((uintptr_t)big & (USLUB_PAGE_SIZE - 1)) == 0 &&
-	      USABLE_SIZE(big) == MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE);
+	      USABLE_SIZE(big) == MSHEAF_MAX_PAGES * USLUB_PAGE_SIZE);
 	FREE(big);
 	/* Aligned beyond a cache line, a block starts at its page, and keeps it through its
 	 * sheaf: it holds every size that sheaf serves. */
@@ -663,7 +663,7 @@ static void colours(void)
 	/* A coloured block grown in place to the largest count leaves the fast path (that
 	 * sheaf holds page-aligned blocks); its free gives it its page there. */
 	MALLOC_TRIM(0);
-	void *room = MALLOC(2 * MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE);
+	void *room = MALLOC(2 * MSHEAF_MAX_PAGES * USLUB_PAGE_SIZE);
 	FREE(room); /* free pages after the blocks below */
 	void *b31 = NULL;
 	for (unsigned i = 0; i < 8 && !b31; i++) {
@@ -672,17 +672,56 @@ static void colours(void)
 			b31 = b[i];
 	}
 	CHECK(b31 != NULL);
-	void *grown = REALLOC(b31, MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE - MEDIUM_COLOR_ROOM);
+	void *grown = REALLOC(b31, MSHEAF_MAX_PAGES * USLUB_PAGE_SIZE - MEDIUM_COLOR_ROOM);
 	CHECKF(grown == b31, "grown in place: %p to %p", b31, grown);
 	CHECK(page_test_of(page_desc_of(grown))->objects == 0);
-	before = msheaf(MEDIUM_MAX_PAGES)->sheaf_count;
+	before = msheaf(MSHEAF_MAX_PAGES)->sheaf_count;
 	FREE(grown);
-	CHECK_EQ(msheaf(MEDIUM_MAX_PAGES)->sheaf_count, before + 1);
+	CHECK_EQ(msheaf(MSHEAF_MAX_PAGES)->sheaf_count, before + 1);
 	void *page = (void *)((uintptr_t)grown & ~(uintptr_t)(USLUB_PAGE_SIZE - 1));
-	CHECK(MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE) == page);
+	CHECK(MALLOC(MSHEAF_MAX_PAGES * USLUB_PAGE_SIZE) == page);
 	FREE(page);
 	for (unsigned i = 0; i < 8 && b[i] != b31; i++)
 		FREE(b[i]);
+	struct uslub_check chk;
+	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
+}
+
+/* Blocks of 132-256 KiB: the cache's counts past the sheaves', every eighth page. */
+static void large_counts(void)
+{
+	tu_section("blocks of 132-256 KiB are medium blocks in counts of 40, 48, 56, 64 pages");
+	CHECK(!medium_count(MSHEAF_MAX_PAGES + 1) && medium_count(40) && medium_count(64) &&
+	      !medium_count(63) && !medium_count(MEDIUM_MAX_PAGES + 8));
+	CHECK_EQ(medium_count_up(41), 48u);
+	/* 200 KiB: 49 pages, a block of 56; freed into the thread's cache, and the next
+	 * request of 48 to 60 pages (190 KiB: 48) takes it back without the zone. The cache
+	 * emptied first: a block of 56 to 70 pages there would serve the first request. */
+	MALLOC_TRIM(0);
+	CHECK_EQ(uslub_tls_thread->medium.pages, 0u);
+	char *a = MALLOC(200 << 10);
+	struct page_desc *d = page_desc_of(a);
+	CHECK_EQ(d->objects, 56u);
+	CHECK(medium_count(d->objects));
+	memset(a, 0xa5, 200 << 10);
+	uint64_t hits = uslub_tls_thread->medium_stat[USLUB_MEDIUM_HIT];
+	uint32_t cached = uslub_tls_thread->medium.pages;
+	FREE(a);
+	CHECK_EQ(uslub_tls_thread->medium.pages, cached + 56);
+	char *b = MALLOC(190 << 10);
+	CHECKF(b == a, "reused from the cache: %p after %p", (void *)b, (void *)a);
+	if (USLUB_STATS_ENABLED)
+		CHECK_EQ(uslub_tls_thread->medium_stat[USLUB_MEDIUM_HIT], hits + 1);
+	/* The cache marks what it holds, which a second free finds (lookup.c). */
+	FREE(b);
+	CHECK(page_desc_of(b)->flags & PF_CACHED);
+	/* Exactly 256 KiB is the largest count; a page more is a large block of a class. */
+	char *top = MALLOC(256 << 10);
+	CHECK_EQ(page_desc_of(top)->objects, 64u);
+	char *past = MALLOC((256 << 10) + 1);
+	CHECK(page_desc_of(past)->objects > 64 && !medium_count(page_desc_of(past)->objects));
+	FREE(top);
+	FREE(past);
 	struct uslub_check chk;
 	CHECK_EQ(uslub_check_heap(&chk, 2), 0);
 }
@@ -702,6 +741,7 @@ int main(int argc, char **argv)
 		medium_users();
 		growth();
 		colours();
+		large_counts();
 	}
 	return tu_summary("test_medium");
 }

@@ -108,7 +108,7 @@ struct uslub_node {
 #define LARGE_ARENA_ZONE(node, arena) ((node) + MAX_NODES * (1 + (arena)))
 #define LARGE_ZONE(node)	      LARGE_ARENA_ZONE(node, 0)
 #define NR_ZONES		      (MAX_NODES * (1 + MAX_ARENAS))
-#define SMALL_LARGE_PAGES	      MEDIUM_MAX_PAGES
+#define SMALL_LARGE_PAGES	      MSHEAF_MAX_PAGES
 extern unsigned uslub_nr_arenas; /* large-block zones a node has in use (node.c) */
 /* The zone of a large block of npages pages for a thread on node `node` whose arena is
  * `arena`. */

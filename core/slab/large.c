@@ -122,10 +122,11 @@ static void set_request(struct page_desc *d, size_t size)
 static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, bool zero)
 {
 	bool color = align <= 64;
-	unsigned npages = color ? medium_pages(size) : (unsigned)pages_for(size);
+	unsigned npages = color ? medium_pages(size) : medium_count_up(pages_for(size));
 	uslub_huge_cache_tick();
 	bool locked = uslub_medium_enter(t);
-	struct page_desc *d = uslub_medium_alloc(t, large_zone_of(t->node, 0, npages), npages);
+	unsigned arena = npages > SMALL_LARGE_PAGES ? uslub_thread_arena() : 0;
+	struct page_desc *d = uslub_medium_alloc(t, large_zone_of(t->node, arena, npages), npages);
 	uslub_medium_exit(t, locked);
 	if (!d) {
 		errno = ENOMEM;
@@ -185,8 +186,8 @@ static struct page_desc *large_pages(unsigned zone, size_t npages, unsigned orde
 void *uslub_large_alloc(size_t size, size_t align, bool zero)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT && align <= USLUB_PAGE_SIZE &&
-	    t->state == THREAD_LIVE && likely(!uslub_block_pad))
+	if (size <= medium_max_bytes() && align <= USLUB_PAGE_SIZE && t->state == THREAD_LIVE &&
+	    likely(!uslub_block_pad))
 		return medium_alloc(t, size, align, zero);
 	size_t npages = pages_for(size), lead = 0;
 	unsigned order = uslub_get_order(size);
@@ -288,7 +289,7 @@ static inline void release(struct page_desc *d)
 	struct uslub_thread *t = uslub_tls_thread;
 	if (medium_tested(d))
 		medium_tests_clear(d);
-	if (npages <= MEDIUM_MAX_PAGES && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
+	if (medium_count(npages) && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
 		bool locked = uslub_medium_enter(t);
 		bool cached = uslub_medium_free(t, d, (unsigned)npages, false);
 		uslub_medium_exit(t, locked);

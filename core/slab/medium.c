@@ -1,5 +1,5 @@
 /* The thread's medium-block cache and the node's depot behind it: freed large blocks of
- * MEDIUM_MIN_PAGES..MEDIUM_MAX_PAGES pages (8 KiB < size <= 128 KiB), kept by size for
+ * MEDIUM_MIN_PAGES..MEDIUM_MAX_PAGES pages (8 KiB < size <= 256 KiB), kept by size for
  * the next request, so a program that replaces buffers, vectors and strings of these sizes
  * does it without the zone lock and without the buddy's split and coalesce (issue 24:
  * every such block went through both, under a lock both threads took). tcmalloc's per-CPU
@@ -184,7 +184,8 @@ static unsigned bin_cut_oldest(struct medium_bins *m, unsigned n, unsigned take,
 	}
 	m->count[n] = (uint16_t)(count - take);
 	if (!m->count[n]) /* relaxed: see medium_bin_push */
-		__atomic_store_n(&m->nonempty, m->nonempty & ~(1ULL << n), __ATOMIC_RELAXED);
+		__atomic_store_n(&m->nonempty, m->nonempty & ~(1ULL << medium_bit(n)),
+				 __ATOMIC_RELAXED);
 	__atomic_store_n(&m->pages, m->pages - take * n, __ATOMIC_RELAXED);
 	return take;
 }
@@ -237,7 +238,7 @@ static struct page_desc *from_depot(struct uslub_thread *t, unsigned n, unsigned
 	unsigned base = t->medium_node * DEPOT_SHARDS;
 	for (unsigned k = 0; k < DEPOT_SHARDS; k++) {
 		struct depot *dp = &depots[base + (t->medium_shard + k) % DEPOT_SHARDS];
-		if (!(__atomic_load_n(&dp->bins.nonempty, __ATOMIC_RELAXED) >> n))
+		if (!(__atomic_load_n(&dp->bins.nonempty, __ATOMIC_RELAXED) >> medium_bit(n)))
 			continue;
 		/* Another's depot waited for too, as the barns are (sheaf.c, barn_get_other): a
 		 * producer's own depot is always empty, and with a trylock on its consumer's
@@ -356,7 +357,7 @@ static unsigned bin_fullest(const struct medium_bins *m)
 {
 	unsigned best = 0;
 	for (uint64_t left = m->nonempty; left; left &= left - 1) {
-		unsigned n = (unsigned)__builtin_ctzll(left);
+		unsigned n = medium_of_bit((unsigned)__builtin_ctzll(left));
 		if (!best || (unsigned)m->count[n] * n > (unsigned)m->count[best] * best)
 			best = n;
 	}
@@ -416,14 +417,14 @@ static noinline void flush(struct uslub_thread *t, unsigned keep, unsigned first
 	struct page_desc *batch[FLUSH_BATCH];
 	uint16_t pages[FLUSH_BATCH];
 	unsigned k = 0, flushed = 0, n = first, take = (m->count[first] + 1) / 2;
-	uint64_t left = m->nonempty & ~(1ULL << first);
+	uint64_t left = m->nonempty & ~(1ULL << medium_bit(first));
 	for (unsigned steps = m->pages + 512; m->pages > keep && steps; steps--) {
 		if (!take || !m->count[n]) {
 			if (!left)
 				left = m->nonempty; /* another round */
 			if (!left)
 				break;
-			n = (unsigned)__builtin_ctzll(left);
+			n = medium_of_bit((unsigned)__builtin_ctzll(left));
 			left &= left - 1;
 			take = (m->count[n] + 1) / 2;
 			continue;
@@ -508,7 +509,8 @@ static void depot_empty(unsigned depot, bool if_unused)
 		}
 		if (!(if_unused && used))
 			for (; k < FLUSH_BATCH && dp->bins.nonempty; k++) {
-				unsigned n = (unsigned)__builtin_ctzll(dp->bins.nonempty);
+				unsigned n =
+				    medium_of_bit((unsigned)__builtin_ctzll(dp->bins.nonempty));
 				batch[k] = medium_bin_pop(&dp->bins, n);
 				pages[k] = (uint16_t)n;
 			}

@@ -80,7 +80,7 @@ static noinline void *alloc_large_general(size_t size)
  * the way (slab.h, the hits), else the large-block layer. */
 static inline void *alloc_large(size_t size)
 {
-	if (size <= (size_t)MEDIUM_MAX_PAGES << USLUB_PAGE_SHIFT) {
+	if (size <= medium_max_bytes()) {
 		void *p = uslub_medium_pop(size);
 		if (likely(p))
 			return unlikely(uslub_tick_due()) ? uslub_medium_tick(p) : p;
