@@ -694,6 +694,13 @@ static void large_counts(void)
 	CHECK(!medium_count(MSHEAF_MAX_PAGES + 1) && medium_count(40) && medium_count(64) &&
 	      !medium_count(63) && !medium_count(MEDIUM_MAX_PAGES + 8));
 	CHECK_EQ(medium_count_up(41), 48u);
+	/* Where address space is bounded, past 128 KiB a block keeps its exact pages, and
+	 * the cache takes none of those counts (no request would look there). */
+	CHECK(medium_cacheable(64) && medium_max_bytes() == (size_t)64 << USLUB_PAGE_SHIFT);
+	__atomic_store_n(&uslub_space_limited, true, __ATOMIC_RELAXED);
+	CHECK(medium_cacheable(32) && !medium_cacheable(40) &&
+	      medium_max_bytes() == (size_t)MSHEAF_MAX_PAGES << USLUB_PAGE_SHIFT);
+	__atomic_store_n(&uslub_space_limited, false, __ATOMIC_RELAXED);
 	/* 200 KiB: 49 pages, a block of 56; freed into the thread's cache, and the next
 	 * request of 48 to 60 pages (190 KiB: 48) takes it back without the zone. The cache
 	 * emptied first: a block of 56 to 70 pages there would serve the first request. */

@@ -289,7 +289,7 @@ static inline void release(struct page_desc *d)
 	struct uslub_thread *t = uslub_tls_thread;
 	if (medium_tested(d))
 		medium_tests_clear(d);
-	if (medium_count(npages) && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
+	if (medium_cacheable(npages) && t->state == THREAD_LIVE && !(d->flags & PF_GUARD)) {
 		bool locked = uslub_medium_enter(t);
 		bool cached = uslub_medium_free(t, d, (unsigned)npages, false);
 		uslub_medium_exit(t, locked);

@@ -144,7 +144,7 @@ static inline bool uslub_medium_push(struct page_desc *d)
 {
 	struct uslub_thread *t = uslub_tls_thread;
 	unsigned n = d->objects;
-	if (unlikely(!medium_count(n)) || unlikely(!uslub_medium_usable(t)))
+	if (unlikely(!medium_cacheable(n)) || unlikely(!uslub_medium_usable(t)))
 		return false;
 	if (unlikely(uslub_nr_nodes > 1) && region_of(d)->nid != t->medium_node)
 		return false;

@@ -16,7 +16,8 @@ declare -A LIB=(
  [mimalloc]=/usr/lib/x86_64-linux-gnu/libmimalloc.so.2
  [uslub]=$B/libuslub.so
 )
-declare -A STEPS=([1K]=5000000 [4K]=3000000 [8K]=3000000 [32K]=1000000 [128K]=1000000 [8M]=1000)
+declare -A STEPS=([1K]=5000000 [4K]=3000000 [8K]=3000000 [32K]=1000000 [128K]=1000000 [256K]=1000000
+	[512K]=300000 [8M]=1000)
 [ -n "$BASE" ] && LIB[base]=$BASE
 ORDER="glibc jemalloc tcmalloc mimalloc uslub ${BASE:+base}"
 for bound in ${BOUNDS:-1K 4K 8K 32K 128K 8M}; do
