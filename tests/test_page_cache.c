@@ -138,15 +138,15 @@ static void turnover_without_lock(void)
 static void large_zones(void)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	/* Blocks of up to SMALL_LARGE_PAGES pages are made in the slab zone, bigger ones in
-	 * the large zone, where nothing small cuts into the free memory between them. */
-	_Static_assert(SMALL_LARGE_PAGES * USLUB_PAGE_SIZE > USLUB_MAX_SMALL,
+	/* Medium blocks (up to MEDIUM_MAX_PAGES pages) are made in the slab zone, bigger ones
+	 * in the large zone, where nothing small cuts into the free memory between them. */
+	_Static_assert(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE > USLUB_MAX_SMALL,
 		       "both are large blocks");
 	/* A 2 MiB block makes the large zone grow (no free slab-zone block is that big to
 	 * borrow), and leaves it free memory for both requests below. */
 	FREE(MALLOC(2UL << 20));
-	void *small = MALLOC(SMALL_LARGE_PAGES * USLUB_PAGE_SIZE);
-	void *big = MALLOC((SMALL_LARGE_PAGES + 1) * USLUB_PAGE_SIZE);
+	void *small = MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE);
+	void *big = MALLOC((MEDIUM_MAX_PAGES + 1) * USLUB_PAGE_SIZE);
 	CHECK(region_of(small) && region_of(small)->node == &uslub_nodes[t->node]);
 	CHECK(region_of(big) && region_of(big)->node == &uslub_nodes[LARGE_ZONE(t->node)]);
 	FREE(small);

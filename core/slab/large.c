@@ -125,8 +125,10 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, boo
 	unsigned npages = color ? medium_pages(size) : medium_count_up(pages_for(size));
 	uslub_huge_cache_tick();
 	bool locked = uslub_medium_enter(t);
-	unsigned arena = npages > SMALL_LARGE_PAGES ? uslub_thread_arena() : 0;
-	struct page_desc *d = uslub_medium_alloc(t, large_zone_of(t->node, arena, npages), npages);
+	/* In the slab zone, blocks of 129-256 KiB too: made in the thread's arena, the ones
+	 * the cache held stood in the way of the arena's larger blocks, and blocks of up to
+	 * 1 MiB replaced at random ran at 0.84x (tools/bench/results/medium-256k.md). */
+	struct page_desc *d = uslub_medium_alloc(t, t->node, npages);
 	uslub_medium_exit(t, locked);
 	if (!d) {
 		errno = ENOMEM;
