@@ -144,6 +144,8 @@ enum {
 /* 2^order pages from node's buddy; NULL with errno ENOMEM when there is none. */
 struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp);
 void uslub_pages_free(struct page_desc *d, unsigned order);
+/* bytes at block, taken warm, made zero; pages already zero are read, not written (zero.c). */
+void uslub_pages_zero(void *block, size_t bytes);
 /* Pages [d, d + npages) back to the buddy as naturally aligned blocks. */
 void uslub_pages_free_range(struct page_desc *d, size_t npages);
 /* The same, for pages whose descriptors past the first name no block already (a bare

@@ -257,6 +257,11 @@ void uslub_msheaves_flush(struct uslub_thread *t, bool final)
 {
 	for (unsigned k = 0; k < NR_MSHEAVES; k++) {
 		struct cache_cpu *cc = &t->mcpu[k];
+		/* Only a sheaf that was ever open: the others' page of the state stays
+		 * untouched (thread.c). */
+		if (!cc->sheaf_cap && !cc->magic && !cc->nr_partial && !cc->last_move &&
+		    !cc->sheaf_count)
+			continue;
 		if (final) {
 			cc->sheaf_cap = 0;
 			cc->magic = 0;

@@ -586,7 +586,8 @@ void uslub_sheaves_flush(struct uslub_thread *t, bool final)
 {
 	for (unsigned i = 0, nr = uslub_caches_in_use(); i < nr; i++) {
 		struct cache_cpu *cc = &t->cpu[i];
-		if (final)
+		/* Written only where set: a state's untouched pages stay so (thread.c). */
+		if (final && cc->sheaf_cap)
 			cc->sheaf_cap = 0;
 		if (cc->sheaf_count) {
 			uslub_flush_objects(&uslub_caches[i], t, cc->sheaf, cc->sheaf_count);

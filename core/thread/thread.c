@@ -122,9 +122,10 @@ static struct uslub_thread *thread_make(void)
 	d->head = d;
 	struct uslub_thread *t = page_address(d);
 	/* Warm pages held anything before (slabs, blocks, an earlier state): all cleared,
-	 * as a slot past the caches in use now becomes live when a cache is made. */
+	 * as a slot past the caches in use now becomes live when a cache is made; the pages
+	 * still zero are not written (page/zero.c). */
 	if (!cold)
-		memset(t, 0, sizeof(*t));
+		uslub_pages_zero(t, sizeof(*t));
 	t->state = THREAD_LIVE;
 	t->tgid = getpid();
 	t->tid = gettid();
@@ -193,11 +194,10 @@ void uslub_stats_fold(struct uslub_thread *t)
 			uint64_t v = k == USLUB_STAT_FREE_FASTPATH ? free_fast : cc->stat[k];
 			if (v)
 				__atomic_fetch_add(&uslub_caches[i].stat[k], v, __ATOMIC_RELAXED);
-			__atomic_store_n(&cc->stat[k], 0, __ATOMIC_RELAXED);
+			uslub_stat_clear(&cc->stat[k], 0);
 		}
 		/* What the sheaf holds now is not a fast free to count again. */
-		__atomic_store_n(&cc->stat[USLUB_STAT_FREE_FASTPATH], -(uint64_t)cc->sheaf_count,
-				 __ATOMIC_RELAXED);
+		uslub_stat_clear(&cc->stat[USLUB_STAT_FREE_FASTPATH], -(uint64_t)cc->sheaf_count);
 	}
 	for (unsigned k = 0; k < USLUB_NR_PCP_STATS; k++)
 		for (unsigned o = 0; o < PCP_ORDERS; o++) {
@@ -209,9 +209,8 @@ void uslub_stats_fold(struct uslub_thread *t)
 		struct cache_cpu *cc = &t->mcpu[k];
 		t->medium_stat[USLUB_MEDIUM_HIT] += uslub_cc_stat(cc, USLUB_STAT_ALLOC_FASTPATH);
 		t->medium_stat[USLUB_MEDIUM_FREE] += uslub_cc_stat(cc, USLUB_STAT_FREE_FASTPATH);
-		__atomic_store_n(&cc->stat[USLUB_STAT_ALLOC_FASTPATH], 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&cc->stat[USLUB_STAT_FREE_FASTPATH], -(uint64_t)cc->sheaf_count,
-				 __ATOMIC_RELAXED);
+		uslub_stat_clear(&cc->stat[USLUB_STAT_ALLOC_FASTPATH], 0);
+		uslub_stat_clear(&cc->stat[USLUB_STAT_FREE_FASTPATH], -(uint64_t)cc->sheaf_count);
 	}
 	for (unsigned k = 0; k < USLUB_NR_MEDIUM_STATS; k++) {
 		__atomic_fetch_add(&uslub_medium_stat[k], t->medium_stat[k], __ATOMIC_RELAXED);

@@ -74,6 +74,14 @@ extern unsigned uslub_threads_not_idle; /* live states the last drain left: not 
 /* States whose sheaves it took while their thread was parked (thread.c). */
 extern _Atomic unsigned long uslub_threads_parked;
 void uslub_stats_fold(struct uslub_thread *t);
+/* A counter of the fold set to v, written only where it is not v already: an exiting
+ * thread's fold then leaves the cache_cpus it never used unwritten, and their pages of its
+ * state untouched (page/zero.c). */
+static inline void uslub_stat_clear(uint64_t *counter, uint64_t v)
+{
+	if (__atomic_load_n(counter, __ATOMIC_RELAXED) != v)
+		__atomic_store_n(counter, v, __ATOMIC_RELAXED);
+}
 
 /* ---- the sheaves and the barns (sheaf.c, barn.c) ----------------------------------- */
 
