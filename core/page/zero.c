@@ -4,8 +4,8 @@
  * thread state. Zeroed with memset, every page of it becomes resident, also those the
  * kernel still maps to its zero page. A thread state is the case that matters: 16 pages,
  * of which a thread writes the cache_cpus of the caches it uses (4-6 pages). With a memset
- * each state made on an earlier state's pages cost the whole 64 KiB, and threads made in
- * rounds held 54 KiB each more than the round before against 4 KiB for a cold state
+ * each state made on an earlier state's pages cost the whole 64 KiB: threads made in
+ * rounds of eight held 26 KiB each more than the round before, 4 now, as glibc
  * (tools/bench/results/thread-state.md). Read first, a page that is all zero - the zero
  * page itself, or one left zeroed - is not written. */
 #include "page/page.h"
