@@ -3,8 +3,9 @@
  * counts matching the lists), freeing everything restores the free lists exactly,
  * claiming a range takes just those pages, large blocks of more than 1 MiB go to the
  * tightest of the warmest holes (spans to the lowest) unless the run of a block freed
- * last, or a hole found first, is as warm as any can be, and released memory reads back as
- * zero and is inaccessible until it is handed out again. */
+ * last, or a hole found first, is as warm as any can be, released memory reads back as
+ * zero and is inaccessible until it is handed out again, and a warm block is zeroed
+ * without writing its pages that are zero already. */
 #include "thread/thread.h"
 #include "os/os.h"
 #include "test_util.h"
@@ -582,6 +583,33 @@ static void span_from_high_orders(void)
 	CHECKF(uslub_pages_check(z) == 0, "zone consistent with all of it back");
 }
 
+/* uslub_pages_zero (page/zero.c): every byte zero after it, a length that is no multiple
+ * of a word included, and the pages that were zero already not written - read, they map
+ * the kernel's zero page, which adds nothing to the resident set (mincore would count
+ * them). */
+static void zero_reads_first(void)
+{
+	tu_section("a warm block zeroed: written pages cleared, pages still zero not written");
+	enum { PAGES = 1024 }; /* 4 MiB: a memset would make all of it resident */
+	size_t bytes = PAGES * 4096 - 3;
+	unsigned char *b = uslub_os_map(PAGES * 4096);
+	CHECK(b != NULL);
+	if (!b)
+		return;
+	b[10 * 4096 + 100] = 1;
+	b[bytes - 1] = 2;
+	size_t before = tu_rss_bytes();
+	uslub_pages_zero(b, bytes);
+	size_t after = tu_rss_bytes();
+	size_t nonzero = 0;
+	for (size_t i = 0; i < bytes; i++)
+		nonzero += b[i] != 0;
+	CHECK_EQ(nonzero, 0);
+	CHECKF(after <= before + (256 << 10), "the zeroing grew the resident set by %zu KiB",
+	       (after - before) / 1024);
+	uslub_os_unmap(b, PAGES * 4096);
+}
+
 int main(void)
 {
 	uslub_free(uslub_malloc(1)); /* start-up */
@@ -608,5 +636,6 @@ int main(void)
 	os_failure();
 	clock_from_vdso();
 	lock_contention();
+	zero_reads_first();
 	return tu_summary("test_page_alloc");
 }

@@ -22,12 +22,15 @@ void uslub_pages_zero(void *block, size_t bytes)
 		return;
 	}
 	for (size_t at = 0; at < bytes; at += USLUB_PAGE_SIZE) {
-		uint64_t *w = (uint64_t *)((char *)block + at);
-		size_t n = (bytes - at < USLUB_PAGE_SIZE ? bytes - at : USLUB_PAGE_SIZE) / 8;
+		char *page = (char *)block + at;
+		size_t len = bytes - at < USLUB_PAGE_SIZE ? bytes - at : USLUB_PAGE_SIZE;
+		const uint64_t *w = (const uint64_t *)page;
 		uint64_t any = 0;
-		for (size_t i = 0; i < n && !any; i++)
+		for (size_t i = 0; i < len / 8 && !any; i++)
 			any = w[i];
+		for (size_t i = len & ~(size_t)7; i < len && !any; i++)
+			any = (unsigned char)page[i];
 		if (any)
-			memset(w, 0, n * 8);
+			memset(page, 0, len);
 	}
 }
