@@ -494,7 +494,7 @@ static void check_caches(struct walk *w, unsigned nr_nodes)
 				    (unsigned long)atomic_load(&c->nr_slabs_by_order[o]),
 				    (unsigned long)w->slabs_by_order[i][o]);
 		for (unsigned nid = 0; nid < nr_nodes; nid++) {
-			struct cache_node *n = cache_node_of(c, nid);
+			struct cache_node *n = &uslub_cache_nodes[nid][i];
 			uint64_t k = 0;
 			struct page_desc *s;
 			cds_list_for_each_entry(s, &n->partial, list)

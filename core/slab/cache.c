@@ -19,8 +19,9 @@ uint16_t uslub_carve_step[USLUB_NR_CACHES];
 
 void uslub_caches_init(void)
 {
-	for (unsigned i = USLUB_NR_CLASSES; i < USLUB_NR_CACHES; i++)
-		uslub_caches[i].cls = i;
+	/* An object cache's slot gets its class when the cache is made (objcache.c): written
+	 * here, the 56 slots were 24 KiB of .bss resident in every program. Code that walks
+	 * every slot (the heap walker, uslub_lock_all) goes by index. */
 	for (unsigned i = 0; i < USLUB_NR_CLASSES; i++) {
 		struct uslub_cache *c = &uslub_caches[i];
 		c->cls = i;

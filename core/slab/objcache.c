@@ -102,6 +102,7 @@ struct uslub_cache *uslub_objcache_make(const char *name, size_t size, size_t al
 		unsigned cls = atomic_load_explicit(&uslub_nr_caches, memory_order_relaxed);
 		if (cls < USLUB_NR_CACHES) {
 			c = &uslub_caches[cls];
+			c->cls = cls;
 			memset(c->name, 0, sizeof(c->name));
 			strncpy(c->name, name, sizeof(c->name) - 1);
 			c->size = c->stride = (uint32_t)bytes;

@@ -11,7 +11,7 @@ void uslub_lock_all(void)
 	USLUB_OUT(pthread_mutex_lock(&uslub_stat_lock));
 	for (unsigned i = 0; i < USLUB_NR_CACHES; i++)
 		for (unsigned n = 0; n < uslub_nr_nodes; n++)
-			uslub_lock(&cache_node_of(&uslub_caches[i], n)->list_lock, USLUB_LOCK_LIST);
+			uslub_lock(&uslub_cache_nodes[n][i].list_lock, USLUB_LOCK_LIST);
 	uslub_barns_lock_all();
 	uslub_medium_lock_all();
 	uslub_pages_lock_all();
@@ -26,7 +26,7 @@ void uslub_unlock_all(void)
 	uslub_barns_unlock_all();
 	for (unsigned i = 0; i < USLUB_NR_CACHES; i++)
 		for (unsigned n = 0; n < uslub_nr_nodes; n++)
-			pthread_mutex_unlock(&cache_node_of(&uslub_caches[i], n)->list_lock);
+			pthread_mutex_unlock(&uslub_cache_nodes[n][i].list_lock);
 	pthread_mutex_unlock(&uslub_stat_lock);
 	pthread_mutex_unlock(&uslub_registry_lock);
 	pthread_mutex_unlock(&uslub_orphan_lock);
