@@ -385,7 +385,7 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 
 /* The thread's medium-block cache (slab/medium.c): freed large blocks of up to
  * MEDIUM_MAX_PAGES pages (256 KiB, tcmalloc's bound; past 128 KiB in every eighth page
- * count, slab/medium.h: medium_count), by page count, held to
+ * count, slab/slab.h: medium_count), by page count, held to
  * `medium_high` pages, which starts at MEDIUM_HIGH_MIN (the 64 KiB the cache held before
  * it grew with demand) and grows with the thread's churn up to MEDIUM_HIGH_MAX (4 MiB, as
  * gperftools bounds a thread's cache), less with many threads: the caches together are
@@ -402,7 +402,7 @@ static inline void sheaf_set_count(struct cache_cpu *cc, unsigned n)
 #define MEDIUM_HIGH_MIN_MAX 256
 #define MEDIUM_HIGH_TOTAL   8192
 #define MEDIUM_BATCH	    8
-_Static_assert(MEDIUM_MAX_PAGES <= 64, "the bins' mask is 64 bits (slab.h, medium_bit)");
+_Static_assert(MEDIUM_MAX_PAGES <= 64, "the bins' mask is 64 bits (slab/medium.h, medium_bit)");
 
 /* The medium sheaves (thread/medium_sheaf.c): blocks of MEDIUM_MIN_PAGES..MSHEAF_MAX_PAGES pages
  * (8 KiB < size <= 128 KiB, USLUB_MAX_FAST: every medium block) take malloc's and free's fast paths
