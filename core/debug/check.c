@@ -446,7 +446,6 @@ static void check_thread(struct walk *w, struct uslub_thread *t, uint64_t *held,
 static void check_buddy(struct walk *w, unsigned nid)
 {
 	struct uslub_node *n = &uslub_nodes[nid];
-	uint64_t warm = 0, pages = 0;
 	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
 		uint64_t k = 0, nwarm = 0;
 		struct page_desc *d;
@@ -468,14 +467,11 @@ static void check_buddy(struct walk *w, unsigned nid)
 		if (nwarm != n->nr_warm[o])
 			bad(w, "node %u order %u: %lu warm listed, %lu counted", nid, o,
 			    (unsigned long)nwarm, (unsigned long)n->nr_warm[o]);
-		pages += k << o;
-		warm += nwarm << o;
 	}
 	if (n->free_pages != w->free_pages[nid] || n->warm_free_pages != w->warm_pages[nid])
 		bad(w, "node %u: %lu free pages (%lu warm) counted, %lu (%lu) found", nid,
 		    (unsigned long)n->free_pages, (unsigned long)n->warm_free_pages,
 		    (unsigned long)w->free_pages[nid], (unsigned long)w->warm_pages[nid]);
-	(void)pages, (void)warm;
 }
 
 static void check_caches(struct walk *w, unsigned nr_nodes)
