@@ -137,6 +137,42 @@ static void remote_frees(void)
 	uslub_free(b);
 }
 
+/* A slab let go from the thread partial list with frees on both of its lists - the owner's
+ * local list (k objects) and the remote list (r + 1: the free that froze it is a remote
+ * one) - ends with one list of exactly those objects, whichever list is the shorter and so
+ * the one walked. */
+static void deactivate_both_lists(unsigned k, unsigned r)
+{
+	struct page_desc *s;
+	unsigned n;
+	void **objs = fill_current_slab(&s, &n);
+	CHECKF(n > k + r + 1, "a slab of %u objects holds %u frees", n, k + r + 1);
+	uslub_free(objs[0]);
+	CHECKF(on_thread_partial(s), "frozen onto the thread partial list");
+	for (unsigned i = 1; i <= k; i++)
+		uslub_free(objs[i]);
+	CHECKF(s->local_count == k, "%u frees on the local list", k);
+	for (unsigned i = k + 1; i <= k + r; i++)
+		free_from_other_thread(objs[i]);
+	uslub_unfreeze_partials(cache, my_cpu(), uslub_tls_thread);
+	uint64_t w = atomic_load(&s->word);
+	CHECKF(!(w & W_FROZEN) && s->owner == NULL && !s->local_free, "let go, no local list");
+	CHECKF(w_inuse(w) == n - (k + r + 1), "in use: %u of %u", w_inuse(w), n);
+	unsigned found = 0, listed = 0;
+	for (void *p = decode(w_head(w), page_address(s)); p && listed <= s->objects;
+	     p = uslub_slab_next_free(cache, p)) {
+		listed++;
+		for (unsigned i = 0; i <= k + r; i++)
+			found += objs[i] == p;
+	}
+	CHECKF(listed == k + r + 1 && found == k + r + 1,
+	       "the slab's list holds the %u frees (%u listed, %u of them)", k + r + 1, listed,
+	       found);
+	for (unsigned i = k + r + 1; i < n; i++)
+		uslub_free(objs[i]);
+	free(objs);
+}
+
 static void partial_bound_and_discard(void)
 {
 	/* Full slabs, then one free into each: the thread partial list spills. */
@@ -714,6 +750,8 @@ int main(void)
 	set_sheaves(false);
 	current_and_full();
 	remote_frees();
+	deactivate_both_lists(2, 12); /* the local list walked */
+	deactivate_both_lists(12, 2); /* the remote list walked */
 	partial_bound_and_discard();
 	thread_exit_flush();
 	set_sheaves(true);
