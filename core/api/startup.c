@@ -143,12 +143,20 @@ static void fork_child(void)
 }
 
 /* pthread_atfork allocates, so it is registered from a constructor, once the allocator
- * is ready, never from inside malloc. */
+ * is ready, never from inside malloc. Through the libc entry point that pthread_atfork
+ * calls: pthread_atfork itself comes from libc_nonshared.a, which the linker puts after
+ * every object of the library, so that one call kept the text's last 64 KiB window
+ * resident in every process, with only code no program runs unless it asks around it
+ * (core/meson.build, core_cold_src). The handlers go with this library, as
+ * pthread_atfork would register them (its __dso_handle). */
+extern void *__dso_handle __attribute__((weak, visibility("hidden")));
+int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso);
+
 __attribute__((constructor)) static void uslub_constructor(void)
 {
 	uslub_init();
 	uslub_node_discover();
-	USLUB_OUT(pthread_atfork(fork_prepare, fork_parent, fork_child));
+	USLUB_OUT(__register_atfork(fork_prepare, fork_parent, fork_child, __dso_handle));
 	uslub_stats_start();
 }
 
