@@ -13,6 +13,9 @@
  *   finds the count right with them, and the thread's exit folds them in; a thread that
  *   frees them subtracts them from its own count.
  *
+ * - An arena's zone is made by the first block cut from it, not at start-up: none of a
+ *   program without large blocks, then only the thread's own.
+ *
  * With fewer CPUs the node has fewer arenas; the test asks for four before any thread
  * but main has made a large block. */
 #include "debug/check.h"
@@ -77,6 +80,30 @@ static void on_other_arena(struct job *j)
 		pthread_join(th, NULL);
 	}
 	CHECKF(j->ran, "no thread of %d got an arena other than main's", 2 * MAX_ARENAS);
+}
+
+static unsigned arenas_made(void)
+{
+	unsigned made = 0;
+	for (unsigned a = 0; a < MAX_ARENAS; a++)
+		made += zone_made(LARGE_ARENA_ZONE(0, a));
+	return made;
+}
+
+/* Before main's first large block, and after it. */
+static void made_lazily(void)
+{
+	tu_section("an arena's zone made by its first block");
+	CHECKF(arenas_made() == 0, "no arena's zone made at start-up (%u)", arenas_made());
+	CHECK_EQ(uslub_pages_check(LARGE_ARENA_ZONE(0, 1)), 0);
+	void *p = MALLOC(3 * MIB);
+	CHECK(p != NULL);
+	memset(p, 1, 3 * MIB);
+	CHECKF(zone_made(my_zone()) && zone_of(p) == my_zone(),
+	       "main's arena made, the block in it");
+	CHECKF(arenas_made() == 1, "only main's (%u made)", arenas_made());
+	FREE(p);
+	CHECK_EQ(uslub_pages_check(my_zone()), 0);
 }
 
 /* Arenas 2 and 3 of node 0: no thread's so far (main's is 0, a thread's the next). */
@@ -305,6 +332,7 @@ int main(int argc, char **argv)
 	CHECKF(uslub_nr_arenas == want, "%u arenas", uslub_nr_arenas);
 	if (uslub_nr_arenas < 4)
 		uslub_pages_use(uslub_nr_nodes, 4);
+	made_lazily();
 	others_pay();
 	goes_home();
 	borrows_before_growing();

@@ -74,8 +74,9 @@ uint64_t uslub_over_keep(const struct uslub_node *o)
 struct uslub_node *uslub_other_arena(const struct uslub_node *n, unsigned a)
 {
 	unsigned z = (unsigned)(n - uslub_nodes);
-	struct uslub_node *o = &uslub_nodes[LARGE_ARENA_ZONE(z % MAX_NODES, a)];
-	return z >= MAX_NODES && o != n ? o : NULL;
+	unsigned oz = LARGE_ARENA_ZONE(z % MAX_NODES, a);
+	struct uslub_node *o = &uslub_nodes[oz];
+	return z >= MAX_NODES && o != n && zone_made(oz) ? o : NULL;
 }
 
 uint64_t uslub_node_over(const struct uslub_node *n)
@@ -90,4 +91,24 @@ uint64_t uslub_node_over(const struct uslub_node *n)
 		    __ATOMIC_RELAXED);
 	uint64_t keep = node_keep();
 	return warm > keep ? warm - keep : 0;
+}
+
+/* Held while a zone is made, and by the fork's lock_all (buddy.c): a zone made meanwhile
+ * would be one whose lock the fork did not take. */
+pthread_mutex_t uslub_zone_make_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void uslub_zone_make(unsigned z)
+{
+	struct uslub_node *n = &uslub_nodes[z];
+	USLUB_OUT(pthread_mutex_lock(&uslub_zone_make_lock));
+	if (!zone_made(z)) {
+		pthread_mutex_init(&n->lock, NULL);
+		for (unsigned o = 1; o <= USLUB_MAX_ORDER; o++)
+			CDS_INIT_LIST_HEAD(&n->free_area[o]);
+		for (unsigned b = 0; b < EXT_BINS; b++)
+			CDS_INIT_LIST_HEAD(&n->ext_bin[b]);
+		n->free_area[0].prev = &n->free_area[0];
+		__atomic_store_n(&n->free_area[0].next, &n->free_area[0], __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&uslub_zone_make_lock);
 }

@@ -251,6 +251,8 @@ void uslub_take_pages_locked(struct uslub_node *n, struct page_desc *d, size_t n
 static struct page_desc *borrow_from(unsigned other, unsigned order, unsigned gfp)
 {
 	struct uslub_node *o = &uslub_nodes[other];
+	if (!zone_made(other))
+		return NULL;
 	uslub_lock(&o->lock, USLUB_LOCK_ZONE);
 	struct page_desc *d = uslub_find_block(o, order, gfp);
 	if (!d) {
@@ -285,6 +287,7 @@ void uslub_reclaim_locked(struct uslub_node *n, unsigned node)
 struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 {
 	struct uslub_node *n = &uslub_nodes[node];
+	uslub_zone_ready(node);
 	if (gfp & GFP_TRYLOCK) {
 		if (!uslub_trylock(&n->lock, USLUB_LOCK_ZONE)) {
 			__atomic_fetch_add(&n->nowait_misses, 1, __ATOMIC_RELAXED);
@@ -498,10 +501,12 @@ static void lock_quiet(struct uslub_node *n)
 
 void uslub_pages_lock_all(void)
 {
+	USLUB_OUT(pthread_mutex_lock(&uslub_zone_make_lock));
 	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
 		lock_quiet(&uslub_nodes[i]);
 		for (unsigned a = 0; a < uslub_nr_arenas; a++)
-			lock_quiet(&uslub_nodes[LARGE_ARENA_ZONE(i, a)]);
+			if (zone_made(LARGE_ARENA_ZONE(i, a)))
+				lock_quiet(&uslub_nodes[LARGE_ARENA_ZONE(i, a)]);
 	}
 }
 
@@ -509,13 +514,16 @@ void uslub_pages_unlock_all(void)
 {
 	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
 		for (unsigned a = uslub_nr_arenas; a-- > 0;)
-			pthread_mutex_unlock(&uslub_nodes[LARGE_ARENA_ZONE(i, a)].lock);
+			if (zone_made(LARGE_ARENA_ZONE(i, a)))
+				pthread_mutex_unlock(&uslub_nodes[LARGE_ARENA_ZONE(i, a)].lock);
 		pthread_mutex_unlock(&uslub_nodes[i].lock);
 	}
+	pthread_mutex_unlock(&uslub_zone_make_lock);
 }
 
-/* Only the zones in use (the nodes' and arenas' counts are known by now): all 144 slots
- * made every process touch 106 KiB of them (128 KiB more resident memory at exit). */
+/* Only the zones in use (the nodes' count is known by now), and of those only the slab
+ * zones: all 144 slots made every process touch 106 KiB of them (128 KiB more resident
+ * memory at exit); the arenas' zones are made as blocks are cut from them. */
 void uslub_pages_init(void)
 {
 	uslub_pages_use(uslub_nr_nodes, uslub_nr_arenas);
@@ -523,16 +531,8 @@ void uslub_pages_init(void)
 
 void uslub_pages_use(unsigned nodes, unsigned arenas)
 {
-	for (unsigned z = 0; z < NR_ZONES; z++) {
-		struct uslub_node *n = &uslub_nodes[z];
-		if (z % MAX_NODES >= nodes || z / MAX_NODES > arenas || n->free_area[0].next)
-			continue; /* not to be used, or made already */
-		pthread_mutex_init(&n->lock, NULL);
-		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
-			CDS_INIT_LIST_HEAD(&n->free_area[o]);
-		for (unsigned b = 0; b < EXT_BINS; b++)
-			CDS_INIT_LIST_HEAD(&n->ext_bin[b]);
-	}
+	for (unsigned z = 0; z < nodes && z < MAX_NODES; z++)
+		uslub_zone_ready(z);
 	uslub_nr_arenas = arenas;
 }
 
@@ -541,6 +541,8 @@ int uslub_pages_check(unsigned node)
 	struct uslub_node *n = &uslub_nodes[node];
 	uint64_t free_pages = 0, warm = 0, released = 0;
 	int bad = 0;
+	if (!zone_made(node))
+		return n->free_pages || n->grown_pages ? 64 : 0; /* nothing, as never made */
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++) {
 		uint64_t count = 0;

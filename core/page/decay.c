@@ -475,6 +475,8 @@ size_t uslub_release_blocks(unsigned node, uint64_t keep, enum release_mode mode
 {
 	struct uslub_node *n = &uslub_nodes[node];
 	struct page_desc *batch = NULL;
+	if (!zone_made(node))
+		return 0; /* never made: holds nothing */
 
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	uslub_extents_flush_locked(n);

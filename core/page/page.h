@@ -118,10 +118,26 @@ static inline unsigned large_zone_of(unsigned node, unsigned arena, size_t npage
 }
 extern struct uslub_node uslub_nodes[NR_ZONES];
 extern unsigned uslub_nr_nodes; /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
-/* Whether zone z is one of those in use (its node's, and its arena's). */
+/* Whether zone z has been made: its lock and lists set up (buddy.c, uslub_zone_make). The
+ * nodes' slab zones are made at start-up, an arena's zone by the first block cut from it:
+ * all eight arenas made at start touched 11 pages of uslub_nodes in every process, which
+ * most programs' large blocks never reach. The list head written last, with release. */
+static inline bool zone_made(unsigned z)
+{
+	return __atomic_load_n(&uslub_nodes[z].free_area[0].next, __ATOMIC_ACQUIRE) != NULL;
+}
+/* Whether zone z is one of those in use (its node's, and its arena's) and made. */
 static inline bool zone_in_use(unsigned z)
 {
-	return z % MAX_NODES < uslub_nr_nodes && z / MAX_NODES <= uslub_nr_arenas;
+	return z % MAX_NODES < uslub_nr_nodes && z / MAX_NODES <= uslub_nr_arenas && zone_made(z);
+}
+void uslub_zone_make(unsigned z);
+extern pthread_mutex_t uslub_zone_make_lock; /* arena.c */
+/* Zone z made if it is not yet: where a block is about to be cut from it. */
+static inline void uslub_zone_ready(unsigned z)
+{
+	if (__builtin_expect(!zone_made(z), 0))
+		uslub_zone_make(z);
 }
 extern _Atomic uint64_t uslub_mapped_bytes; /* from the OS, resident or not */
 extern _Atomic uint64_t uslub_peak_mapped;

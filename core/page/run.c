@@ -151,6 +151,7 @@ struct page_desc *uslub_pages_alloc_run(unsigned node, size_t npages, unsigned t
 {
 	unsigned order = uslub_get_order(npages << USLUB_PAGE_SHIFT);
 	struct uslub_node *n = &uslub_nodes[node];
+	uslub_zone_ready(node);
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	struct page_desc *d = uslub_find_block(n, order, 0);
 	/* Large blocks whose size is not a power of two are packed end to end (25 pages each
@@ -435,6 +436,7 @@ static struct page_desc *recent_fit(struct uslub_node *n, struct span_fit *f)
 static struct page_desc *alloc_span(unsigned node, size_t npages, bool grow)
 {
 	struct uslub_node *n = &uslub_nodes[node];
+	uslub_zone_ready(node);
 	struct page_desc *h, *d = NULL;
 	struct span_fit f = {.npages = npages};
 	bool reclaimed = false;

@@ -241,6 +241,8 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	bool any_runs = others && !aligned && blocks_bare();
 	for (unsigned a = 1; !d && a <= others; a++) {
 		unsigned oz = LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas);
+		if (!zone_made(oz))
+			continue; /* no block was ever cut there */
 		d = any_runs ? uslub_extent_take(oz, npages, true) : NULL;
 		if (!d)
 			d = big ? large_pages(oz, npages, order, aligned, span, false)
@@ -249,9 +251,11 @@ void *uslub_large_alloc(size_t size, size_t align, bool zero)
 	}
 	if (!d)
 		d = large_pages(zone, npages, order, aligned, span, true);
-	for (unsigned a = 1; !d && a <= others; a++)
-		d = large_pages(LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas), npages,
-				order, aligned, span, true);
+	for (unsigned a = 1; !d && a <= others; a++) {
+		unsigned oz = LARGE_ARENA_ZONE(t->node, (arena + a) % uslub_nr_arenas);
+		if (zone_made(oz))
+			d = large_pages(oz, npages, order, aligned, span, true);
+	}
 	if (!d) {
 		/* The zone cannot grow (a cap, RLIMIT_AS): a mapping may still fit. */
 		if (span)
