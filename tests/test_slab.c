@@ -750,8 +750,8 @@ int main(void)
 	set_sheaves(false);
 	current_and_full();
 	remote_frees();
-	deactivate_both_lists(2, 12); /* the local list walked */
-	deactivate_both_lists(12, 2); /* the remote list walked */
+	deactivate_both_lists(2, 6); /* the local list walked */
+	deactivate_both_lists(6, 2); /* the remote list walked */
 	partial_bound_and_discard();
 	thread_exit_flush();
 	set_sheaves(true);
