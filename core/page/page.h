@@ -118,7 +118,7 @@ static inline unsigned large_zone_of(unsigned node, unsigned arena, size_t npage
 }
 extern struct uslub_node uslub_nodes[NR_ZONES];
 extern unsigned uslub_nr_nodes; /* in use: 1, libnuma's count, or USLUB_NUMA=fake:N */
-/* Whether zone z has been made: its lock and lists set up (buddy.c, uslub_zone_make). The
+/* Whether zone z has been made: its lock and lists set up (arena.c, uslub_zone_make). The
  * nodes' slab zones are made at start-up, an arena's zone by the first block cut from it:
  * all eight arenas made at start touched 11 pages of uslub_nodes in every process, which
  * most programs' large blocks never reach. The list head written last, with release. */
