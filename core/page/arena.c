@@ -104,12 +104,11 @@ void uslub_zone_make(unsigned z)
 	USLUB_OUT(pthread_mutex_lock(&uslub_zone_make_lock));
 	if (!zone_made(z)) {
 		pthread_mutex_init(&n->lock, NULL);
-		for (unsigned o = 1; o <= USLUB_MAX_ORDER; o++)
+		for (unsigned o = 0; o <= USLUB_MAX_ORDER; o++)
 			CDS_INIT_LIST_HEAD(&n->free_area[o]);
 		for (unsigned b = 0; b < EXT_BINS; b++)
 			CDS_INIT_LIST_HEAD(&n->ext_bin[b]);
-		n->free_area[0].prev = &n->free_area[0];
-		__atomic_store_n(&n->free_area[0].next, &n->free_area[0], __ATOMIC_RELEASE);
+		atomic_store_explicit(&n->made, true, memory_order_release);
 	}
 	pthread_mutex_unlock(&uslub_zone_make_lock);
 }

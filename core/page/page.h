@@ -36,6 +36,7 @@ struct uslub_moved {
 
 struct uslub_node {
 	pthread_mutex_t lock;
+	_Atomic bool made; /* its lock and lists set up (zone_made), stored last */
 	struct cds_list_head free_area[USLUB_MAX_ORDER + 1];
 	uint64_t nr_free[USLUB_MAX_ORDER + 1];
 	uint64_t nr_warm[USLUB_MAX_ORDER + 1];
@@ -121,10 +122,11 @@ extern unsigned uslub_nr_nodes; /* in use: 1, libnuma's count, or USLUB_NUMA=fak
 /* Whether zone z has been made: its lock and lists set up (arena.c, uslub_zone_make). The
  * nodes' slab zones are made at start-up, an arena's zone by the first block cut from it:
  * all eight arenas made at start touched 11 pages of uslub_nodes in every process, which
- * most programs' large blocks never reach. The list head written last, with release. */
+ * most programs' large blocks never reach. A flag of its own, stored with release after
+ * the rest: the list heads are written under the lock from then on. */
 static inline bool zone_made(unsigned z)
 {
-	return __atomic_load_n(&uslub_nodes[z].free_area[0].next, __ATOMIC_ACQUIRE) != NULL;
+	return atomic_load_explicit(&uslub_nodes[z].made, memory_order_acquire);
 }
 /* Whether zone z is one of those in use (its node's, and its arena's) and made. */
 static inline bool zone_in_use(unsigned z)
