@@ -15,6 +15,9 @@
  *
  * - An arena's zone is made by the first block cut from it, not at start-up: none of a
  *   program without large blocks, then only the thread's own.
+ * - Medium blocks come from the thread's medium zone (one an arena), which takes another
+ *   medium zone's free memory before it grows: a thread that builds and frees 64 MiB of
+ *   64 KiB blocks, then main building as much, and no zone grows.
  *
  * With fewer CPUs the node has fewer arenas; the test asks for four before any thread
  * but main has made a large block. */
@@ -215,6 +218,54 @@ static void borrows_before_growing(void)
 	FREE(q);
 }
 
+#define MEDIUM_BLOCK (64UL << 10)
+#define MEDIUM_COUNT 1024
+static void *medium_blocks[MEDIUM_COUNT];
+
+static void medium_build(void)
+{
+	for (unsigned i = 0; i < MEDIUM_COUNT; i++) {
+		medium_blocks[i] = MALLOC(MEDIUM_BLOCK);
+		CHECK(medium_blocks[i] != NULL);
+		memset(medium_blocks[i], 1, MEDIUM_BLOCK);
+	}
+}
+
+static void medium_free(void)
+{
+	for (unsigned i = 0; i < MEDIUM_COUNT; i++)
+		FREE(medium_blocks[i]);
+}
+
+static void build_and_free(struct job *j)
+{
+	(void)j;
+	medium_build();
+	CHECKF(zone_of(medium_blocks[0]) ==
+		   MEDIUM_ARENA_ZONE(uslub_node_current(), uslub_thread_arena()),
+	       "a medium block in the thread's medium zone (%u)", zone_of(medium_blocks[0]));
+	medium_free();
+}
+
+static void medium_zones_lend(void)
+{
+	tu_section("medium blocks: another medium zone's free memory before the thread's grows");
+	struct job j = {.step = build_and_free};
+	on_other_arena(&j);
+	if (!j.ran)
+		return;
+	uint64_t before = grown_all();
+	medium_build();
+	/* The depot takes part of it (at most 32 MiB); the zone the rest. */
+	CHECKF(grown_all() - before < (8UL << 20) >> USLUB_PAGE_SHIFT,
+	       "the zones grew %ju pages for 64 MiB another zone held free",
+	       (uintmax_t)(grown_all() - before));
+	medium_free();
+	for (unsigned z = MAX_NODES; z < NR_ZONES; z++)
+		if (zone_in_use(z))
+			CHECK_EQ(uslub_pages_check(z), 0);
+}
+
 /* Three blocks of 200 KiB, under the batch while 32 MiB of large blocks are in use (an
  * eighth of them shared among a few threads): the thread's own count holds them. */
 #define COUNTED	      3
@@ -336,6 +387,7 @@ int main(int argc, char **argv)
 	others_pay();
 	goes_home();
 	borrows_before_growing();
+	medium_zones_lend();
 	two_threads();
 	counted_per_thread();
 	return tu_summary("test_arenas");

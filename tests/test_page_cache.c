@@ -138,8 +138,9 @@ static void turnover_without_lock(void)
 static void large_zones(void)
 {
 	struct uslub_thread *t = uslub_tls_thread;
-	/* Medium blocks (up to MEDIUM_MAX_PAGES pages) are made in the slab zone, bigger ones
-	 * in the large zone, where nothing small cuts into the free memory between them. */
+	/* Medium blocks (up to MEDIUM_MAX_PAGES pages) are made in the thread's medium zone,
+	 * bigger ones in the large zone, where nothing small cuts into the free memory between
+	 * them. */
 	_Static_assert(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE > USLUB_MAX_SMALL,
 		       "both are large blocks");
 	/* A 2 MiB block makes the large zone grow (no free slab-zone block is that big to
@@ -147,7 +148,10 @@ static void large_zones(void)
 	FREE(MALLOC(2UL << 20));
 	void *small = MALLOC(MEDIUM_MAX_PAGES * USLUB_PAGE_SIZE);
 	void *big = MALLOC((MEDIUM_MAX_PAGES + 1) * USLUB_PAGE_SIZE);
-	CHECK(region_of(small) && region_of(small)->node == &uslub_nodes[t->node]);
+	/* A medium zone of the node's: the thread's, or one that lent it - another medium
+	 * zone or the slab zone (page/arena.c) - never a large-block zone. */
+	unsigned mz = region_of(small) ? (unsigned)(region_of(small)->node - uslub_nodes) : ~0u;
+	CHECKF(mz < NR_ZONES && mz % MAX_NODES == t->node && !zone_is_large(mz), "in zone %u", mz);
 	CHECK(region_of(big) && region_of(big)->node == &uslub_nodes[LARGE_ZONE(t->node)]);
 	FREE(small);
 	FREE(big);

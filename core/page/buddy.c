@@ -279,8 +279,10 @@ void uslub_reclaim_locked(struct uslub_node *n, unsigned node)
 	n->reclaims++;
 	uslub_zone_unlock(n);
 	uslub_release_blocks(node % MAX_NODES, 0, RELEASE_ALL);
-	for (unsigned a = 0; a < uslub_nr_arenas; a++)
+	for (unsigned a = 0; a < uslub_nr_arenas; a++) {
 		uslub_release_blocks(LARGE_ARENA_ZONE(node % MAX_NODES, a), 0, RELEASE_ALL);
+		uslub_release_blocks(MEDIUM_ARENA_ZONE(node % MAX_NODES, a), 0, RELEASE_ALL);
+	}
 	uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 }
 
@@ -297,7 +299,7 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 		uslub_lock(&n->lock, USLUB_LOCK_ZONE);
 	}
 	struct page_desc *d;
-	bool reclaimed = false, borrowed = false;
+	bool reclaimed = false, borrowed = false, asked = zone_is_large(node) || node < MAX_NODES;
 	while (!(d = uslub_find_block(n, order, gfp))) {
 		if (gfp & GFP_NOGROW) {
 			n->nowait_misses++;
@@ -308,9 +310,18 @@ struct page_desc *uslub_pages_alloc(unsigned node, unsigned order, unsigned gfp)
 			uslub_extents_flush_locked(n); /* the block may be among them */
 			continue;
 		}
-		/* The large zone borrows before it grows; the slab zone only when it cannot
-		 * grow (at the cap, where memory beats tidiness). */
-		if (!borrowed && node < MAX_NODES && uslub_grow(n, order) == 0)
+		/* The large zone borrows before it grows, a medium zone where the lenders' locks
+		 * are free (arena.c); the slab zone only when it cannot grow (at the cap, where
+		 * memory beats tidiness). */
+		if (!asked) {
+			uslub_zone_unlock(n);
+			if ((d = uslub_medium_borrow(node, order, gfp)))
+				return d;
+			uslub_lock(&n->lock, USLUB_LOCK_ZONE);
+			asked = true;
+			continue;
+		}
+		if (!borrowed && !zone_is_large(node) && uslub_grow(n, order) == 0)
 			continue;
 		if (!borrowed) {
 			/* One zone's lock at a time: no order between the two to keep. */
@@ -504,18 +515,24 @@ void uslub_pages_lock_all(void)
 	USLUB_OUT(pthread_mutex_lock(&uslub_zone_make_lock));
 	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
 		lock_quiet(&uslub_nodes[i]);
-		for (unsigned a = 0; a < uslub_nr_arenas; a++)
+		for (unsigned a = 0; a < uslub_nr_arenas; a++) {
 			if (zone_made(LARGE_ARENA_ZONE(i, a)))
 				lock_quiet(&uslub_nodes[LARGE_ARENA_ZONE(i, a)]);
+			if (zone_made(MEDIUM_ARENA_ZONE(i, a)))
+				lock_quiet(&uslub_nodes[MEDIUM_ARENA_ZONE(i, a)]);
+		}
 	}
 }
 
 void uslub_pages_unlock_all(void)
 {
 	for (unsigned i = 0; i < uslub_nr_nodes; i++) {
-		for (unsigned a = uslub_nr_arenas; a-- > 0;)
+		for (unsigned a = uslub_nr_arenas; a-- > 0;) {
+			if (zone_made(MEDIUM_ARENA_ZONE(i, a)))
+				pthread_mutex_unlock(&uslub_nodes[MEDIUM_ARENA_ZONE(i, a)].lock);
 			if (zone_made(LARGE_ARENA_ZONE(i, a)))
 				pthread_mutex_unlock(&uslub_nodes[LARGE_ARENA_ZONE(i, a)].lock);
+		}
 		pthread_mutex_unlock(&uslub_nodes[i].lock);
 	}
 	pthread_mutex_unlock(&uslub_zone_make_lock);

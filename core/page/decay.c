@@ -284,7 +284,8 @@ size_t uslub_decay_zone(struct uslub_node *n, uint32_t step)
 		if (n->reuse[k] > keep)
 			keep = n->reuse[k];
 	keep += keep / 8;
-	/* A node's arenas (page.h) share the floor one large-block zone had. */
+	/* A node's arenas (page.h) share the floor one large-block zone had, and its medium
+	 * zones one floor likewise. */
 	uint64_t floor = uslub_trim_threshold >> USLUB_PAGE_SHIFT;
 	if (n >= &uslub_nodes[MAX_NODES])
 		floor /= uslub_nr_arenas;
@@ -359,7 +360,7 @@ void uslub_pages_pay(struct uslub_node *n, struct page_desc *d, size_t npages)
 	uint64_t room = uslub_node_over(n);
 	if (!room)
 		return;
-	if (uslub_nr_arenas == 1 || n < &uslub_nodes[MAX_NODES])
+	if (uslub_nr_arenas == 1 || !zone_is_large((unsigned)(n - uslub_nodes)))
 		room = UINT64_MAX;
 	__atomic_store_n(&n->pay_step, uslub_step_now(), __ATOMIC_RELAXED);
 	/* Which of its pages the program will fault in, from the OS: a warm free block may

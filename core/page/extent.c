@@ -58,7 +58,7 @@ static unsigned bin_of(size_t npages)
 
 static bool keeps_extents(const struct uslub_node *n)
 {
-	return n >= &uslub_nodes[MAX_NODES];
+	return zone_is_large((unsigned)(n - uslub_nodes));
 }
 
 /* The extent whose last page is t, or NULL: t's word is followed only where it names a

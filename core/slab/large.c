@@ -125,10 +125,15 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, boo
 	unsigned npages = color ? medium_pages(size) : medium_count_up(pages_for(size));
 	uslub_huge_cache_tick();
 	bool locked = uslub_medium_enter(t);
-	/* In the slab zone, blocks of 129-256 KiB too: made in the thread's arena, the ones
-	 * the cache held stood in the way of the arena's larger blocks, and blocks of up to
-	 * 1 MiB replaced at random ran at 0.84x (tools/bench/results/medium-256k.md). */
-	struct page_desc *d = uslub_medium_alloc(t, t->node, npages);
+	/* In the thread's medium zone (page.h), blocks of 129-256 KiB too: made in the
+	 * thread's large-block arena, the ones the cache held stood in the way of the arena's
+	 * larger blocks, and blocks of up to 1 MiB replaced at random ran at 0.84x
+	 * (tools/bench/results/medium-256k.md). Where that zone cannot grow (RLIMIT_AS), the
+	 * slab zone's. */
+	struct page_desc *d =
+	    uslub_medium_alloc(t, MEDIUM_ARENA_ZONE(t->node, uslub_thread_arena()), npages);
+	if (!d)
+		d = uslub_medium_alloc(t, t->node, npages);
 	uslub_medium_exit(t, locked);
 	if (!d) {
 		errno = ENOMEM;

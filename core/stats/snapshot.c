@@ -187,9 +187,13 @@ void uslub_stats_snap(struct snap *s, bool with_smaps)
 		ns->regions = load(&un->region_count);
 		ns->reclaims = load(&un->reclaims);
 		ns->runs = ns->moved = ns->extent_hits = ns->extent_flushes = 0;
-		/* The node's large-block zones (one an arena) add to its page figures. */
-		for (unsigned a = 0; a < uslub_nr_arenas; a++) {
-			struct uslub_node *lz = &uslub_nodes[LARGE_ARENA_ZONE(n, a)];
+		/* The node's large-block and medium zones (one of each an arena) add to its
+		 * page figures. */
+		for (unsigned a = 0; a < 2 * uslub_nr_arenas; a++) {
+			struct uslub_node *lz =
+			    &uslub_nodes[a < uslub_nr_arenas
+					     ? LARGE_ARENA_ZONE(n, a)
+					     : MEDIUM_ARENA_ZONE(n, a - uslub_nr_arenas)];
 			for (unsigned o = 0; o < NORDERS; o++)
 				ns->free_blocks[o] += load(&lz->nr_free[o]);
 			ns->free_pages += load(&lz->free_pages);
