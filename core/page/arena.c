@@ -1,4 +1,5 @@
-/* Arenas: a node's large-block zones, one a thread (page.h). They keep free memory as
+/* Arenas: a node's large-block zones, one a thread, and its medium zones likewise (page.h,
+ * at the end: their lending). The large ones keep free memory as
  * one zone kept it: the keep before a span pays is shared among them by the pages each
  * has in use (the decay's floor by their count), and a span cut from fresh pages is paid
  * for by the other arenas' warm free memory when its own zone's is not enough, within
