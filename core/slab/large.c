@@ -128,10 +128,14 @@ static void *medium_alloc(struct uslub_thread *t, size_t size, size_t align, boo
 	/* In the thread's medium zone (page.h), blocks of 129-256 KiB too: made in the
 	 * thread's large-block arena, the ones the cache held stood in the way of the arena's
 	 * larger blocks, and blocks of up to 1 MiB replaced at random ran at 0.84x
-	 * (tools/bench/results/medium-256k.md). Where that zone cannot grow (RLIMIT_AS), the
-	 * slab zone's. */
+	 * (tools/bench/results/medium-256k.md). Where address space is bounded, or that zone
+	 * cannot grow, the slab zone's: eight zones' regions took the room of 40 threads'
+	 * stacks under `ulimit -v 600000`, where one zone left it. */
+	bool limited = __atomic_load_n(&uslub_space_limited, __ATOMIC_RELAXED);
 	struct page_desc *d =
-	    uslub_medium_alloc(t, MEDIUM_ARENA_ZONE(t->node, uslub_thread_arena()), npages);
+	    limited
+		? NULL
+		: uslub_medium_alloc(t, MEDIUM_ARENA_ZONE(t->node, uslub_thread_arena()), npages);
 	if (!d)
 		d = uslub_medium_alloc(t, t->node, npages);
 	uslub_medium_exit(t, locked);
