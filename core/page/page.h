@@ -112,7 +112,7 @@ struct uslub_node {
  * free memory to the others before they grow (arena.c). Cut from the slab zone, which
  * every thread's depot overflow went back to and every thread's refill cut from, a block
  * passed from one thread to another; in zones of their own, blocks of up to 1 MiB replaced
- * at random ran 1.13x faster on one thread, 1.06-1.81x on two. Cut from the large arenas,
+ * at random ran 1.14x faster on one thread, 1.09x on two. Cut from the large arenas,
  * they took the larger blocks' room (0.45x; tools/bench/results/two-threads-128k.md). */
 #define MAX_ARENAS		       8
 #define LARGE_ARENA_ZONE(node, arena)  ((node) + MAX_NODES * (1 + (arena)))
@@ -126,8 +126,8 @@ static inline bool zone_is_large(unsigned z)
 {
 	return z >= MAX_NODES && z / MAX_NODES <= MAX_ARENAS;
 }
-/* A free block of `order` from the node's other medium zones than z, where the lock is
- * free, or NULL (arena.c). */
+/* A free block of `order` for medium zone z from the node's other medium zones, then its
+ * slab zone, where the lock is free; or NULL (arena.c). */
 struct page_desc *uslub_medium_borrow(unsigned z, unsigned order, unsigned gfp);
 /* The zone of a large block of npages pages for a thread on node `node` whose arena is
  * `arena`. */
