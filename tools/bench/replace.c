@@ -8,6 +8,11 @@
  * REPLACE_FILL=1 writes every byte of each new block, as a program fills a buffer it asked
  * for, so an allocator that hands back pages it must fault in again pays for it here.
  *
+ * REPLACE_PIN=1 pins thread i to CPU i modulo the CPUs online, so two threads run on two
+ * CPUs as two processes of one thread under `taskset -c 0` and `taskset -c 1` do
+ * (tools/bench/threads_vs_procs.sh compares the two), and the scheduler's moves are out
+ * of the figure.
+ *
  * The process's peak resident memory goes to stderr ("replace: peak RSS N MiB").
  *
  * Usage: replace THREADS BOUND [STEPS_PER_THREAD]   (BOUND in bytes; K and M suffixes) */
@@ -21,12 +26,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { LIVE = 1024 };
 
 static size_t bound, lo = 16;
 static unsigned live = LIVE;
-static int fill;
+static int fill, pin;
 static uint64_t steps;
 static pthread_barrier_t start;
 
@@ -58,6 +64,18 @@ static void *touch(size_t size)
 
 static void *work(void *arg)
 {
+	if (pin) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET((int)((uintptr_t)arg % (uintptr_t)(cpus > 0 ? cpus : 1)), &set);
+		int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+		if (err) {
+			fprintf(stderr, "replace: pinning thread %u failed (error %d)\n",
+				(unsigned)(uintptr_t)arg, err);
+			exit(1);
+		}
+	}
 	uint64_t rng = 0x9e3779b97f4a7c15ULL * ((uintptr_t)arg + 1);
 	void *block[LIVE];
 	for (unsigned i = 0; i < live; i++)
@@ -109,6 +127,8 @@ int main(int argc, char **argv)
 		live = (unsigned)atoi(n);
 	const char *f = getenv("REPLACE_FILL");
 	fill = f && *f == '1';
+	const char *pn = getenv("REPLACE_PIN");
+	pin = pn && *pn == '1';
 	if (threads < 1 || threads > 64 || bound < 16 || lo < 1 || lo > bound || live < 1 ||
 	    live > LIVE) {
 		fprintf(stderr,
