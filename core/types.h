@@ -487,7 +487,7 @@ struct uslub_thread {
 	struct medium_bins medium;
 	uint32_t medium_high;  /* flushed down to half of it when a free passes it */
 	unsigned medium_node;  /* the node the blocks came from */
-	unsigned medium_shard; /* which of the node's depots it uses first (medium.c) */
+	unsigned medium_shard; /* which of the node's depots it uses first (depot.c) */
 	uint64_t medium_stat[USLUB_NR_MEDIUM_STATS];
 	_Atomic int medium_busy, medium_claim; /* owner in, drain wants in (medium.c) */
 	_Atomic int medium_user; /* counted in uslub_medium_users (thread/medium_sheaf.c) */

@@ -43,7 +43,7 @@ static inline void medium_bin_push(struct medium_bins *m, struct page_desc *d, u
 	d->next = m->head[n];
 	m->head[n] = d;
 	m->count[n]++;
-	/* Relaxed atomics: a depot's mask is peeked at before its lock (medium.c), and the
+	/* Relaxed atomics: a depot's mask is peeked at before its lock (depot.c), and the
 	 * pages by the stats and the background thread. */
 	__atomic_store_n(&m->nonempty, m->nonempty | 1ULL << medium_bit(n), __ATOMIC_RELAXED);
 	__atomic_store_n(&m->pages, m->pages + n, __ATOMIC_RELAXED);
@@ -176,6 +176,22 @@ struct page_desc *uslub_medium_alloc(struct uslub_thread *t, unsigned zone, unsi
 bool uslub_medium_free(struct uslub_thread *t, struct page_desc *d, unsigned npages, bool sheafed);
 /* Every cached block to the depot (or the zones), and the cache's demand forgotten. */
 void uslub_medium_drain(struct uslub_thread *t);
+/* ---- the depots (depot.c) -------------------------------------------------------------- */
+
+/* Blocks moved in one batch: one array on the stack, so a flush takes no memory. */
+#define FLUSH_BATCH 64
+/* t's depot among its node's (round robin). */
+void uslub_depot_join(struct uslub_thread *t);
+/* Up to b blocks of n pages (or a little more) from t's node's depots, its own first: the
+ * first returned, the rest into t's cache; NULL if none holds the size. */
+struct page_desc *uslub_depot_take(struct uslub_thread *t, unsigned n, unsigned b);
+/* k blocks of t's cache (pages[i]: block i's bin) into its depot; what the depot cannot
+ * take goes back to the zones. */
+void uslub_depot_put(const struct uslub_thread *t, struct page_desc **batch, uint16_t *pages,
+		     unsigned k);
+/* The large blocks in use noted at their highest, which bounds what a depot holds: where
+ * a cache takes a batch, the only place a medium block comes into use past the caches. */
+void uslub_depot_note_use(void);
 /* The nodes' depots: given back to the zones when unused for DEPOT_DECAY_MS (the
  * background thread's pass), or at once (malloc_trim); their pages; fork's locking. */
 void uslub_medium_depots_decay(void);
@@ -184,7 +200,7 @@ void uslub_medium_depots_flush(void);
 bool uslub_medium_shrink(void);
 uint64_t uslub_medium_depot_pages(void);
 /* What t's own depot may hold now, in pages (the large blocks in use at their recent high,
- * within a cap: medium.c, depot_max). */
+ * within a cap: depot.c, depot_max). */
 uint64_t uslub_medium_depot_bound(const struct uslub_thread *t);
 /* Tests: take or let go of one depot's lock, as a thread flushing into it holds it. */
 void uslub_medium_depot_hold(unsigned node, unsigned shard, bool hold);

@@ -65,7 +65,7 @@
  *                                  taking objects off a partial slab's list (sheaf.c)
  *      barn.lock (barn.c)          a barn's objects and count; held for a copy only, no
  *                                  other lock taken under it
- *      depot.lock (medium.c)       a node's depot of medium blocks; dropped before the
+ *      depot.lock (depot.c)        a node's depot of medium blocks; dropped before the
  *                                  blocks it turns away go to the zones
  *      uslub_node.lock (zone)      buddy lists, region growth, release, the zone counters
  *      huge_lock (large.c)         the huge-block table and the ring of freed ones
