@@ -9,6 +9,8 @@
  *   land in the node's depot and the producer's misses are served from it (no trip to the
  *   zone), the depot never holds more than its bound, and malloc_trim empties it; a
  *   wave of blocks past the depot's 4 MiB floor waits there whole for the next.
+ * - Home: a block another thread frees goes into the depot of the arena whose zone holds
+ *   it, not the freeing thread's.
  * - Decay: a depot a thread took nothing from for a pass goes back to the zones at the
  *   next one (the background thread's passes, called directly here).
  * - The medium sheaves in front of the cache: the tests on a block's pages, the push and
@@ -19,6 +21,7 @@
 #include "test_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 enum { LIVE = 64, STEPS = 200000, QUEUE = 32, TRANSFERS = 12800 };
@@ -292,10 +295,15 @@ static void depot_wave(void)
 	}
 	MALLOC_TRIM(0);
 	CHECK_EQ(uslub_medium_depot_pages(), 0);
-	/* A depot nobody takes from stays within 32 MiB: the same frees, no producer after. */
+	/* A depot nobody takes from stays within 32 MiB: the same frees, no producer after.
+	 * The blocks go home, so where the producer's came from two arenas' zones, each
+	 * depot holds some. */
 	run_wave(1);
-	CHECKF(wave_depot[0] <= 8192, "a depot never emptied held %lu pages (32 MiB: 8192)",
-	       (unsigned long)wave_depot[0]);
+	for (unsigned d = 0; d < DEPOT_SHARDS; d++) {
+		uint64_t held = uslub_medium_depot_shard_pages(uslub_tls_thread->node, d);
+		CHECKF(held <= 8192, "a depot never emptied held %lu pages (32 MiB: 8192)",
+		       (unsigned long)held);
+	}
 	MALLOC_TRIM(0);
 	uslub_trim_threshold = threshold;
 }
@@ -313,11 +321,11 @@ static void *exit_with_blocks(void *arg)
 		p[i] = MALLOC(WAIT_PAGES * USLUB_PAGE_SIZE);
 	for (unsigned i = 0; i < WAIT_BLOCKS; i++)
 		FREE(p[i]);
-	return (void *)(uintptr_t)uslub_tls_thread->medium_shard; /* its exit: to its depot */
+	return NULL; /* its exit: to their home's depot (depot_home, below) */
 }
 
 struct waiter {
-	unsigned shard;
+	unsigned shard; /* the taker's own depot: one without the blocks */
 	_Atomic bool done;
 	uint64_t from_depot;
 };
@@ -326,7 +334,7 @@ static void *take_from_depot(void *arg)
 {
 	struct waiter *w = arg;
 	FREE(MALLOC(16)); /* a state of its own, with an empty medium cache */
-	w->shard = uslub_tls_thread->medium_shard;
+	uslub_tls_thread->medium_shard = w->shard;
 	void *p = MALLOC(WAIT_PAGES * USLUB_PAGE_SIZE);
 	atomic_store(&w->done, true);
 	w->from_depot = uslub_tls_thread->medium_stat[USLUB_MEDIUM_DEPOT];
@@ -340,26 +348,117 @@ static void depot_wait(void)
 	uint64_t threshold = bound_off();
 	MALLOC_TRIM(0);
 	pthread_t th;
-	void *shard;
 	CHECK(pthread_create(&th, NULL, exit_with_blocks, NULL) == 0);
-	CHECK(pthread_join(th, &shard) == 0);
-	CHECKF(uslub_medium_depot_pages() >= WAIT_PAGES, "the exit left its blocks in its depot");
+	CHECK(pthread_join(th, NULL) == 0);
+	/* The depot that holds the blocks, and a taker whose own depot is another. */
+	unsigned node = uslub_tls_thread->node, shard = 0, holding = 0;
+	for (unsigned d = 0; d < DEPOT_SHARDS; d++)
+		if (uslub_medium_depot_shard_pages(node, d)) {
+			shard = d;
+			holding++;
+		}
+	CHECKF(holding == 1 && uslub_medium_depot_shard_pages(node, shard) >= WAIT_PAGES,
+	       "the exit left its blocks in one depot (%u hold some)", holding);
+	struct waiter w = {.shard = (shard + 1) % DEPOT_SHARDS};
 	/* The depot held as a thread flushing into it holds it, for 200 ms. */
-	struct waiter w = {0};
-	unsigned node = uslub_tls_thread->node;
-	uslub_medium_depot_hold(node, (unsigned)(uintptr_t)shard, true);
+	uslub_medium_depot_hold(node, shard, true);
 	CHECK(pthread_create(&th, NULL, take_from_depot, &w) == 0);
 	struct timespec pause = {0, 200 * 1000 * 1000};
 	nanosleep(&pause, NULL);
 	bool early = atomic_load(&w.done);
-	uslub_medium_depot_hold(node, (unsigned)(uintptr_t)shard, false);
+	uslub_medium_depot_hold(node, shard, false);
 	CHECK(pthread_join(th, NULL) == 0);
-	CHECKF(w.shard != (unsigned)(uintptr_t)shard, "the taker's own depot is another (%u)",
-	       w.shard);
 	CHECKF(!early, "the taker waited for the held depot, not the zone");
 	if (USLUB_STATS_ENABLED)
 		CHECKF(w.from_depot == 1, "its block came from the depot (%lu depot refills)",
 		       (unsigned long)w.from_depot);
+	MALLOC_TRIM(0);
+	uslub_trim_threshold = threshold;
+}
+
+/* A block another thread frees goes home: into the depot of the arena whose medium zone
+ * holds it, not the freeing thread's. Thread A makes the blocks and empties its caches;
+ * thread B, whose own depot is another than some block's home, frees them all and exits
+ * (its exit flushes them). Each depot then holds exactly the pages of the blocks whose
+ * home it is; before the blocks went home, B's held them all. */
+enum { HOME_BLOCKS = 8 };
+
+struct home {
+	void *p[HOME_BLOCKS];
+	unsigned home[HOME_BLOCKS];
+	uint64_t pages[HOME_BLOCKS];
+	_Atomic int stage; /* 1: A's blocks made, 2: A may go */
+	unsigned freer_shard;
+	bool free_them;
+};
+
+static void *home_maker(void *arg)
+{
+	struct home *h = arg;
+	for (unsigned i = 0; i < HOME_BLOCKS; i++) {
+		h->p[i] = MALLOC(WAIT_PAGES * USLUB_PAGE_SIZE);
+		struct page_desc *d = page_desc_of(h->p[i]);
+		int arena = medium_zone_arena((unsigned)(region_of(d)->node - uslub_nodes));
+		h->home[i] =
+		    arena < 0 ? uslub_tls_thread->medium_shard : (unsigned)arena % DEPOT_SHARDS;
+		h->pages[i] = d->objects;
+	}
+	MALLOC_TRIM(0); /* its caches, and the depots, to the zones */
+	atomic_store(&h->stage, 1);
+	while (atomic_load(&h->stage) != 2)
+		sched_yield();
+	return NULL;
+}
+
+static void *home_freer(void *arg)
+{
+	struct home *h = arg;
+	FREE(MALLOC(16)); /* a state of its own */
+	h->freer_shard = uslub_tls_thread->medium_shard;
+	h->free_them = false;
+	for (unsigned i = 0; i < HOME_BLOCKS; i++)
+		if (h->home[i] != h->freer_shard)
+			h->free_them = true;
+	if (h->free_them)
+		for (unsigned i = 0; i < HOME_BLOCKS; i++)
+			FREE(h->p[i]);
+	return NULL; /* its exit flushes its cache */
+}
+
+static void depot_home(void)
+{
+	tu_section("a block another thread frees goes to its home's depot, not the freer's");
+	/* With one arena (one CPU) every thread's depot is given round robin and no block
+	 * has a home: arenas enough for the depots, as test_arenas makes four. */
+	if (uslub_nr_arenas < DEPOT_SHARDS)
+		uslub_pages_use(uslub_nr_nodes, DEPOT_SHARDS);
+	uint64_t threshold = bound_off();
+	MALLOC_TRIM(0);
+	static struct home h;
+	pthread_t maker, freer;
+	CHECK(pthread_create(&maker, NULL, home_maker, &h) == 0);
+	while (atomic_load(&h.stage) != 1)
+		sched_yield();
+	/* A freer whose depot is another than some block's home: the next thread's arena. */
+	for (unsigned tries = 0; tries < 4 && !h.free_them; tries++) {
+		CHECK(pthread_create(&freer, NULL, home_freer, &h) == 0);
+		CHECK(pthread_join(freer, NULL) == 0);
+	}
+	CHECKF(h.free_them, "a freer with another depot than a block's home (its own %u)",
+	       h.freer_shard);
+	unsigned node = uslub_tls_thread->node;
+	for (unsigned s = 0; s < DEPOT_SHARDS; s++) {
+		uint64_t want = 0;
+		for (unsigned i = 0; i < HOME_BLOCKS; i++)
+			if (h.home[i] == s)
+				want += h.pages[i];
+		CHECKF(uslub_medium_depot_shard_pages(node, s) == want,
+		       "depot %u holds %lu pages, its home blocks' %lu (the freer's is %u)", s,
+		       (unsigned long)uslub_medium_depot_shard_pages(node, s), (unsigned long)want,
+		       h.freer_shard);
+	}
+	atomic_store(&h.stage, 2);
+	CHECK(pthread_join(maker, NULL) == 0);
 	MALLOC_TRIM(0);
 	uslub_trim_threshold = threshold;
 }
@@ -742,6 +841,7 @@ int main(int argc, char **argv)
 	depot();
 	depot_wave();
 	depot_wait();
+	depot_home();
 	decay();
 	if (!uslub_block_debug && !uslub_block_pad) {
 		medium_sheaves();

@@ -126,6 +126,11 @@ static inline bool zone_is_large(unsigned z)
 {
 	return z >= MAX_NODES && z / MAX_NODES <= MAX_ARENAS;
 }
+/* The arena whose medium zone z is, or -1 where z is another kind of zone. */
+static inline int medium_zone_arena(unsigned z)
+{
+	return z / MAX_NODES > MAX_ARENAS ? (int)(z / MAX_NODES - 1 - MAX_ARENAS) : -1;
+}
 /* A free block of `order` for medium zone z from the node's other medium zones, then its
  * slab zone, where the lock is free; or NULL (arena.c). */
 struct page_desc *uslub_medium_borrow(unsigned z, unsigned order, unsigned gfp);

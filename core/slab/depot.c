@@ -76,13 +76,12 @@ static uint64_t depot_max(bool drained)
 /* ... and gives it all back once unused for a second, as a barn does (thread/barn.c). */
 #define DEPOT_DECAY_MS 1000
 
-/* Depots a node has: a thread flushes into its own and refills from it first, then from
- * the others without waiting. One depot was where two threads met - 243,710 waits in a
- * million replacements each at 128 KiB, two threads at a third of one thread's rate
- * (tools/bench/results/medium-blocks.md) - while a thread that frees what another
- * allocates still finds the other's blocks. */
-#define DEPOT_SHARDS 2
-#define NR_DEPOTS    (MAX_NODES * DEPOT_SHARDS)
+/* DEPOT_SHARDS depots a node (medium.h): a thread flushes into its own and refills from
+ * it first, then from the others without waiting. One depot was where two threads met -
+ * 243,710 waits in a million replacements each at 128 KiB, two threads at a third of one
+ * thread's rate (tools/bench/results/medium-blocks.md) - while a thread that frees what
+ * another allocates still finds the other's blocks. */
+#define NR_DEPOTS (MAX_NODES * DEPOT_SHARDS)
 
 struct depot {
 	pthread_mutex_t lock;
@@ -110,10 +109,29 @@ static unsigned depot_of(const struct uslub_thread *t)
 	return t->medium_node * DEPOT_SHARDS + t->medium_shard;
 }
 
+/* Where a node has an arena for every shard, a thread's own shard is its arena's, which
+ * the blocks of its medium zone go home to (home_shard); else one given round robin. */
 void uslub_depot_join(struct uslub_thread *t)
 {
 	t->medium_shard =
-	    atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % DEPOT_SHARDS;
+	    uslub_nr_arenas >= DEPOT_SHARDS
+		? uslub_thread_arena() % DEPOT_SHARDS
+		: atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % DEPOT_SHARDS;
+}
+
+/* The shard a flushed block goes to: its home, the shard of the arena whose medium zone
+ * holds it, wherever the thread that frees it found it. A block a thread took from
+ * another's shard had stayed with it, flushed into its own: over a run the two threads'
+ * blocks lay mixed in both zones, and the lines of their pages' tests (8 pages a line),
+ * written at every flush and refill, were written by both threads. Two threads replacing
+ * blocks of 16 B - 128 KiB ran at 0.745x two processes, though only 429 of 15,600
+ * refills crossed; going home, 1.07-1.10x (tools/bench/results/two-threads-128k.md). A
+ * block of the slab zone or another node has no home here: the thread's own shard. */
+static unsigned home_shard(const struct uslub_thread *t, const struct page_desc *d)
+{
+	int arena = medium_zone_arena((unsigned)(region_of(d)->node - uslub_nodes));
+	return arena < 0 || uslub_nr_arenas < DEPOT_SHARDS ? t->medium_shard
+							   : (unsigned)arena % DEPOT_SHARDS;
 }
 
 /* Up to `take` of bin n's oldest blocks, its last, into out[] (their bin in pages[]);
@@ -211,20 +229,12 @@ static unsigned bin_fullest(const struct medium_bins *m)
  * the sizes threads ask for rather than clogging with those they do not (the depot of
  * a producer and a consumer filled with blocks the producer never asked for, and the
  * consumer's frees went past it). What it cannot take goes to the zones. */
-void uslub_depot_put(const struct uslub_thread *t, struct page_desc **batch, uint16_t *pages,
-		     unsigned k)
+static void put_into(unsigned depot, struct page_desc **batch, uint16_t *pages, unsigned k)
 {
-	struct depot *dp = &depots[depot_of(t)];
+	struct depot *dp = &depots[depot];
 	struct page_desc *out[FLUSH_BATCH];
 	uint16_t out_pages[FLUSH_BATCH];
 	unsigned i = 0, e = 0;
-	/* One thread (and the orphan state): nobody to hand blocks to, and blocks held
-	 * apart from the zones keep larger blocks from the holes they leave (realloc_mix's
-	 * peak: 320 MiB before this cache, 512 with a depot, 353 without). */
-	if (__atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED) <= 2) {
-		hand_back(batch, pages, k);
-		return;
-	}
 	uslub_lock(&dp->lock, USLUB_LOCK_DEPOT);
 	uint64_t max = depot_max(dp->drained);
 	uint64_t before = dp->bins.pages;
@@ -249,6 +259,33 @@ void uslub_depot_put(const struct uslub_thread *t, struct page_desc **batch, uin
 		hand_back(out, out_pages, e);
 	if (i < k)
 		hand_back(batch + i, pages + i, k - i);
+}
+
+void uslub_depot_put(const struct uslub_thread *t, struct page_desc **batch, uint16_t *pages,
+		     unsigned k)
+{
+	/* One thread (and the orphan state): nobody to hand blocks to, and blocks held
+	 * apart from the zones keep larger blocks from the holes they leave (realloc_mix's
+	 * peak: 320 MiB before this cache, 512 with a depot, 353 without). */
+	if (__atomic_load_n(&uslub_nr_thread_states, __ATOMIC_RELAXED) <= 2) {
+		hand_back(batch, pages, k);
+		return;
+	}
+	uint8_t shard[FLUSH_BATCH];
+	for (unsigned i = 0; i < k; i++)
+		shard[i] = (uint8_t)home_shard(t, batch[i]);
+	for (unsigned s = 0; s < DEPOT_SHARDS; s++) {
+		struct page_desc *group[FLUSH_BATCH];
+		uint16_t group_pages[FLUSH_BATCH];
+		unsigned g = 0;
+		for (unsigned i = 0; i < k; i++)
+			if (shard[i] == s) {
+				group[g] = batch[i];
+				group_pages[g++] = pages[i];
+			}
+		if (g)
+			put_into(t->medium_node * DEPOT_SHARDS + s, group, group_pages, g);
+	}
 }
 
 /* All of a depot to the zones, a batch at a time, unless a thread took from it since the
@@ -318,6 +355,12 @@ uint64_t uslub_medium_depot_pages(void)
 	for (unsigned i = 0; i < NR_DEPOTS; i++)
 		pages += __atomic_load_n(&depots[i].bins.pages, __ATOMIC_RELAXED);
 	return pages;
+}
+
+uint64_t uslub_medium_depot_shard_pages(unsigned node, unsigned shard)
+{
+	return __atomic_load_n(&depots[node * DEPOT_SHARDS + shard % DEPOT_SHARDS].bins.pages,
+			       __ATOMIC_RELAXED);
 }
 
 void uslub_medium_depot_hold(unsigned node, unsigned shard, bool hold)

@@ -180,6 +180,8 @@ void uslub_medium_drain(struct uslub_thread *t);
 
 /* Blocks moved in one batch: one array on the stack, so a flush takes no memory. */
 #define FLUSH_BATCH 64
+/* Depots a node has (depot.c says why more than one). */
+#define DEPOT_SHARDS 2
 /* t's depot among its node's (round robin). */
 void uslub_depot_join(struct uslub_thread *t);
 /* Up to b blocks of n pages (or a little more) from t's node's depots, its own first: the
@@ -202,7 +204,9 @@ uint64_t uslub_medium_depot_pages(void);
 /* What t's own depot may hold now, in pages (the large blocks in use at their recent high,
  * within a cap: depot.c, depot_max). */
 uint64_t uslub_medium_depot_bound(const struct uslub_thread *t);
-/* Tests: take or let go of one depot's lock, as a thread flushing into it holds it. */
+/* Tests: the pages one depot holds; take or let go of its lock, as a thread flushing into
+ * it holds it. */
+uint64_t uslub_medium_depot_shard_pages(unsigned node, unsigned shard);
 void uslub_medium_depot_hold(unsigned node, unsigned shard, bool hold);
 void uslub_medium_lock_all(void);
 void uslub_medium_unlock_all(void);
