@@ -4,8 +4,9 @@
  * consumer) hands the blocks over a batch at a time, without the zone's split and coalesce.
  *  - DEPOT_SHARDS a node, each holding up to what the large blocks in use were at their
  *    highest since the last decay pass, 4-32 MiB, or up to 256 MiB for one that threads
- *    empty (depot_max), under its lock; a thread flushes into its own (given round robin)
- *    and refills from it, then from the others.
+ *    empty (depot_max), under its lock. A thread's own is its arena's; it refills from
+ *    its own first, then from the others, and a block it flushes goes home: to the depot
+ *    of the arena whose medium zone holds it (home_shard).
  *  - A full depot makes room from its fullest bin, its oldest blocks first.
  *  - The background thread gives a depot back to the zones once a pass finds it unused
  *    since the pass before (one DEPOT_DECAY_MS at least); malloc_trim at once; a large

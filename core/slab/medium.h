@@ -182,13 +182,13 @@ void uslub_medium_drain(struct uslub_thread *t);
 #define FLUSH_BATCH 64
 /* Depots a node has (depot.c says why more than one). */
 #define DEPOT_SHARDS 2
-/* t's depot among its node's (round robin). */
+/* t's own depot among its node's: its arena's (round robin where there is one arena). */
 void uslub_depot_join(struct uslub_thread *t);
 /* Up to b blocks of n pages (or a little more) from t's node's depots, its own first: the
  * first returned, the rest into t's cache; NULL if none holds the size. */
 struct page_desc *uslub_depot_take(struct uslub_thread *t, unsigned n, unsigned b);
-/* k blocks of t's cache (pages[i]: block i's bin) into its depot; what the depot cannot
- * take goes back to the zones. */
+/* k blocks of t's cache (pages[i]: block i's bin), each into its home's depot; what a
+ * depot cannot take goes back to the zones. */
 void uslub_depot_put(const struct uslub_thread *t, struct page_desc **batch, uint16_t *pages,
 		     unsigned k);
 /* The large blocks in use noted at their highest, which bounds what a depot holds: where
