@@ -123,11 +123,11 @@ void uslub_depot_join(struct uslub_thread *t)
 /* The shard a flushed block goes to: its home, the shard of the arena whose medium zone
  * holds it, wherever the thread that frees it found it. A block a thread took from
  * another's shard had stayed with it, flushed into its own: over a run the two threads'
- * blocks lay mixed in both zones, and the lines of their pages' tests (8 pages a line),
- * written at every flush and refill, were written by both threads. Two threads replacing
- * blocks of 16 B - 128 KiB ran at 0.745x two processes, though only 429 of 15,600
- * refills crossed; going home, 1.07-1.10x (tools/bench/results/two-threads-128k.md). A
- * block of the slab zone or another node has no home here: the thread's own shard. */
+ * blocks lay mixed in both zones, whose pages' tests share lines (8 pages a line) that
+ * flushes and refills write. Two threads replacing blocks of 16 B - 128 KiB ran at 0.745x
+ * two processes, though only 429 of 15,600 refills crossed; going home, 1.07-1.08x
+ * (tools/bench/results/two-threads-128k.md). A block of the slab zone has no home: the
+ * thread's own shard. */
 static unsigned home_shard(const struct uslub_thread *t, const struct page_desc *d)
 {
 	int arena = medium_zone_arena((unsigned)(region_of(d)->node - uslub_nodes));
