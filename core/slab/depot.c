@@ -92,7 +92,8 @@ struct depot {
 	 * (`drained`) or the last (`drained_now`): a conduit, not a store. */
 	bool drained, drained_now;
 } __attribute__((aligned(64)));
-static struct depot depots[NR_DEPOTS] = {[0 ... NR_DEPOTS - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+static struct depot depots[NR_DEPOTS] = {
+    [0 ... NR_DEPOTS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static _Atomic unsigned next_shard;
 
 /* The change to a depot since it held `before` pages, into uslub_depot_bytes: called
